@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what the lab and the tests need on a fresh Debian 12 machine (run as root).
+# Idempotent: a second run only checks. Prints one line per step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+PY=${PYTHON:-python3.11}
+APT_PACKAGES=(docker.io debootstrap fio rsync)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]} from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+stamp="$VENV/.requirements.sha256"
+want=$(sha256sum requirements/dev.txt | cut -d' ' -f1)
+if [[ ! -x $VENV/bin/python || ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+  echo "bootstrap: creating $VENV with the pinned tools (requirements/dev.txt)"
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -r requirements/dev.txt
+  echo "$want" > "$stamp"
+fi
+echo "bootstrap: tools ready in $VENV"
