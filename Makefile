@@ -1,0 +1,54 @@
+# The front door: `make demo` runs the main job on the built-in lab, `make test` runs every test.
+# Both install what they need on a fresh Debian 12 machine (as root) and can be run again.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+COLLECTIONS := $(CURDIR)/.cache/collections
+export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+export ANSIBLE_CONFIG := $(CURDIR)/scripts/ansible.cfg
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
+
+.PHONY: demo test setup lab lab-down lint unit sanity molecule build bench clean
+
+setup:
+	bash scripts/bootstrap.sh
+	bash scripts/lab/link_collection.sh
+
+lab: setup
+	bash scripts/lab/dockerd.sh
+	bash scripts/lab/images.sh
+	ansible-playbook -i inventories/lab scripts/lab/lab.yml
+
+lab-down:
+	ansible-playbook -i inventories/lab scripts/lab/lab.yml -e lab_state=absent
+
+demo: lab
+	ansible-playbook -i inventories/lab playbooks/site.yml
+	ansible-playbook -i inventories/lab playbooks/facts.yml
+
+lint: setup
+	bash scripts/test/lint.sh
+
+unit: setup
+	$(BIN)/python -m pytest tests/unit -q
+
+sanity: setup
+	bash scripts/test/sanity.sh
+
+molecule: setup
+	bash scripts/lab/dockerd.sh
+	bash scripts/lab/images.sh
+	set -e; for s in $(SCENARIOS); do echo "== molecule test -s $$s"; molecule test -s $$s; done
+
+build: setup
+	bash scripts/test/build.sh
+
+test: lint unit sanity build molecule
+	@echo "make test: lint, unit, sanity, build and molecule ($(SCENARIOS)) passed"
+
+bench: setup
+	$(BIN)/python scripts/bench/facts_scan.py
+
+clean: lab-down
+	rm -rf build .cache tests/output
