@@ -1,0 +1,521 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Validation and planning for RAM-backed mounts, shared by the backend roles.
+
+plan_tmpfs() turns the user's list (e.g. tmpfs_mounts) and the ramdisk_facts of a host into
+normalized entries with an action each, plus error sentences that name the host, the variable,
+the bad value and the fix. It never touches the host.
+
+Paths: /run itself is refused (systemd owns it) but a subdirectory such as /run/build is
+allowed; /var/tmp, /var/cache/x and /var/lib/x are allowed; nothing under /proc, /sys or
+/dev is. Two mounted entries may not nest (the mount order would decide which one is seen).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
+    SizeError,
+    format_size,
+    parse_count,
+    plain_percent,
+    tmpfs_size_bytes,
+    tmpfs_size_option,
+)
+
+SYSTEM_PATHS = frozenset((
+    "/", "/proc", "/sys", "/dev", "/run", "/boot", "/usr", "/etc", "/bin", "/sbin", "/lib",
+    "/lib64", "/var", "/var/lib", "/home", "/root",
+))
+SYSTEM_TREES = ("/proc", "/sys", "/dev")
+
+HUGE_CHOICES = ("never", "always", "within_size", "advise")
+STATES = ("mounted", "absent")
+ENTRY_KEYS = (
+    "path", "size", "nr_inodes", "mode", "owner", "group", "huge", "mpol", "noswap", "noatime",
+    "nosuid", "nodev", "noexec", "options", "state", "migrate", "label",
+)
+FLAG_KEYS = ("noswap", "noatime", "nosuid", "nodev", "noexec")
+# A flag set to true contradicts these extra options.
+FLAG_OPPOSITES = {
+    "noatime": ("atime", "relatime", "strictatime"),
+    "nosuid": ("suid",),
+    "nodev": ("dev",),
+    "noexec": ("exec",),
+    "noswap": (),
+}
+# Options that have their own key in an entry.
+KEYED_OPTIONS = {
+    "size": "size", "nr_blocks": "size", "nr_inodes": "nr_inodes", "mode": "mode", "uid": "owner",
+    "gid": "group", "huge": "huge", "mpol": "mpol", "noswap": "noswap", "noatime": "noatime",
+    "nosuid": "nosuid", "nodev": "nodev", "noexec": "noexec",
+}
+ALLOWED_EXTRA_OPTIONS = frozenset((
+    "quota", "usrquota", "grpquota", "relatime", "strictatime", "nodiratime", "lazytime",
+    "atime", "diratime", "ro", "rw", "sync", "async", "dirsync", "exec", "suid", "dev", "nofail",
+    "noauto", "auto", "defaults", "usrquota_block_hardlimit", "usrquota_inode_hardlimit",
+    "grpquota_block_hardlimit", "grpquota_inode_hardlimit", "inode32", "inode64", "user", "nouser",
+    "users", "_netdev",
+))
+ALLOWED_OPTION_PREFIXES = ("x-systemd.", "x-mount.", "comment=")
+# Options a live tmpfs remount changes; the rest need an unmount.
+REMOUNTABLE = ("size", "nr_inodes", "huge", "mpol")
+
+_NODELIST = r"\d+(?:-\d+)?(?::\d+/\d+)?(?:,\d+(?:-\d+)?(?::\d+/\d+)?)*"
+_MPOL_RE = re.compile(
+    r"^(?:default|local|prefer(?::\d+)?|bind:%s|interleave(?::%s)?|weighted-interleave(?::%s)?|"
+    r"preferred-many:%s)(?:=(?:static|relative))?$" % (_NODELIST, _NODELIST, _NODELIST, _NODELIST)
+)
+_MODE_RE = re.compile(r"^[0-7]{3,4}$")
+_ACCOUNT_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?$")
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+class _Entry(object):
+    """Collects the errors of one list entry with the words that name it."""
+
+    def __init__(self, host, var_name, index, errors, label=None):
+        self.host = host
+        # An entry may carry the name the user knows it by (the role's tmpfs_tmp, say).
+        self.where = label if isinstance(label, str) and label else "%s[%d]" % (var_name, index)
+        self.errors = errors
+        self.ok = True
+
+    def error(self, key, value, problem, fix):
+        name = self.where if key is None else "%s.%s" % (self.where, key)
+        self.errors.append("Host %s: %s is %s: %s. %s" % (self.host, name, _show(value), problem, fix))
+        self.ok = False
+
+
+def _show(value):
+    if isinstance(value, str):
+        return "'%s'" % value
+    if value is None:
+        return "missing"
+    return repr(value)
+
+
+def _as_bool(entry, key, value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    entry.error(key, value, "not a boolean", "Use true or false.")
+    return None
+
+
+def normalize_path(path):
+    """'/a//b/./c/' -> '/a/b/c'; returns None for a path with '..'."""
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        return None
+    return "/" + "/".join(parts)
+
+
+def _is_under(path, parent):
+    return parent == "/" or path.startswith(parent.rstrip("/") + "/")
+
+
+def _check_path(entry, raw):
+    if not isinstance(raw, str) or not raw.strip():
+        entry.error("path", raw, "not a path", "Give the absolute path of the mount point, e.g. /tmp.")
+        return None
+    if not raw.startswith("/"):
+        entry.error("path", raw, "a relative path", "Give an absolute path, e.g. /%s." % raw.lstrip("./"))
+        return None
+    path = normalize_path(raw)
+    if path is None:
+        entry.error("path", raw, "a path with '..'", "Write the path without '..' components.")
+        return None
+    if path in SYSTEM_PATHS or any(_is_under(path, tree) for tree in SYSTEM_TREES):
+        entry.error(
+            "path", raw, "a system path that must not be hidden under a RAM-backed mount",
+            "Choose a directory of your own such as /tmp, /var/tmp or /var/cache/<name>.",
+        )
+        return None
+    return path
+
+
+def _check_mode(entry, mode):
+    if isinstance(mode, int) and not isinstance(mode, bool):
+        entry.error("mode", mode, "a number, which YAML may have read as decimal",
+                    "Quote the octal mode as a string, e.g. '1777' or '0755'.")
+        return None
+    if not isinstance(mode, str) or not _MODE_RE.match(mode.strip()):
+        entry.error("mode", mode, "not an octal mode", "Use a quoted octal string such as '1777' or '0755'.")
+        return None
+    # The kernel shows tmpfs modes as %03o: 0755 -> 755, 1777 -> 1777.
+    return "%03o" % int(mode.strip(), 8)
+
+
+def _check_account(entry, key, value):
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            entry.error(key, value, "a negative id", "Use a user or group name, or an id of 0 or more.")
+            return None
+        return value
+    if not isinstance(value, str) or not _ACCOUNT_RE.match(value):
+        entry.error(key, value, "not a valid user or group name", "Use a name such as root or an id such as 0.")
+        return None
+    return value
+
+
+def _check_extra_options(entry, options, flags):
+    if options is None:
+        return []
+    if isinstance(options, str) or not isinstance(options, (list, tuple)):
+        entry.error("options", options, "not a list", "Give extra mount options as a list, e.g. ['nofail'].")
+        return None
+    extras = []
+    for position, option in enumerate(options):
+        key = "options[%d]" % position
+        if not isinstance(option, str) or not option.strip():
+            entry.error(key, option, "not an option string", "Give each option as a string such as 'nofail'.")
+            continue
+        option = option.strip()
+        if "," in option:
+            entry.error(key, option, "several options in one string",
+                        "Give one option per list item, e.g. %s." % [part for part in option.split(",") if part])
+            continue
+        name = option.partition("=")[0]
+        if name in KEYED_OPTIONS:
+            entry.error(key, option, "an option with its own key",
+                        "Set %s in the entry instead of in options." % KEYED_OPTIONS[name])
+            continue
+        if name not in ALLOWED_EXTRA_OPTIONS and not option.startswith(ALLOWED_OPTION_PREFIXES):
+            entry.error(key, option, "not a tmpfs or mount option this role knows",
+                        "Remove it, or use one of the tmpfs/VFS options such as nofail, lazytime or "
+                        "x-systemd.requires=<unit>.")
+            continue
+        for flag, value in flags.items():
+            if value and name in FLAG_OPPOSITES[flag]:
+                entry.error(key, option, "contradicting %s: true" % flag,
+                            "Remove '%s' or set %s: false." % (option, flag))
+                break
+        else:
+            if option not in extras:
+                extras.append(option)
+    return extras
+
+
+def _live_option(options, name, default=None):
+    for option in options or ():
+        key, sep, value = option.partition("=")
+        if key == name:
+            return value if sep else True
+    return default
+
+
+def _find_live_mount(facts, path):
+    live = None
+    for mount in facts.get("mounts") or ():
+        if mount.get("path") == path:
+            live = mount
+    return live
+
+
+def _path_facts(facts, raw, path):
+    paths = facts.get("paths") or {}
+    for key in (path, raw, path + "/"):
+        if key in paths:
+            return paths[key]
+    return None
+
+
+def plan_tmpfs(mounts, facts, host="localhost", var_name="tmpfs_mounts", defaults=None):
+    """Validate and plan tmpfs mounts; see the module docstring. Returns {'mounts', 'errors'}."""
+    errors = []
+    planned = []
+    facts = facts or {}
+    defaults = dict(defaults or {})
+    memory = facts.get("memory") or {}
+    mem_total = memory.get("total_bytes")
+    support = facts.get("support") or {}
+
+    if mounts is None:
+        mounts = []
+    if not isinstance(mounts, (list, tuple)):
+        errors.append("Host %s: %s is %s: not a list. Give a list of mounts, e.g. [{path: /tmp, size: '50%%'}]."
+                      % (host, var_name, _show(mounts)))
+        return {"mounts": [], "errors": errors}
+    if not mem_total:
+        errors.append("Host %s: ansible_facts['ramdisk'].memory.total_bytes is missing: sizes cannot be checked. "
+                      "Run ramdisk.provision.ramdisk_facts before planning." % host)
+
+    seen_paths = {}
+    for index, item in enumerate(mounts):
+        entry = _Entry(host, var_name, index, errors, item.get("label") if isinstance(item, dict) else None)
+        if not isinstance(item, dict):
+            entry.error(None, item, "not a mapping", "Give each mount as a mapping with at least path and size.")
+            continue
+        for key in item:
+            if key not in ENTRY_KEYS:
+                entry.error(key, item[key], "an unknown key", "Valid keys are %s." % ", ".join(ENTRY_KEYS))
+        values = dict(defaults)
+        values.update({key: value for key, value in item.items() if value is not None})
+
+        raw_path = item.get("path")
+        path = _check_path(entry, raw_path)
+        state = values.get("state", "mounted")
+        if state not in STATES:
+            entry.error("state", state, "not a known state", "Use mounted or absent.")
+        migrate = _as_bool(entry, "migrate", values.get("migrate", False))
+        flags = {}
+        for flag in FLAG_KEYS:
+            flags[flag] = _as_bool(entry, flag, values.get(flag, False))
+
+        size = values.get("size")
+        size_bytes = size_option = None
+        if size is None:
+            if state == "mounted":
+                entry.error("size", size, "required for a mounted tmpfs",
+                            "Set size, e.g. '50%', '2G' or 'min(ram / 2, 8G)'.")
+        elif mem_total:
+            try:
+                size_option = tmpfs_size_option(size, mem_total)
+                size_bytes = tmpfs_size_bytes(size, mem_total)
+            except SizeError as exc:
+                entry.error("size", size, str(exc),
+                            "Use bytes, a binary unit (512M, 2G), a percentage of RAM (50%) or an "
+                            "expression such as min(ram / 2, 8G).")
+            else:
+                if size_bytes > mem_total:
+                    entry.error("size", size, "%s, above this host's RAM of %s" % (
+                        format_size(size_bytes), format_size(mem_total)),
+                        "Use at most %s, e.g. '50%%' or 'min(ram / 2, 8G)'." % format_size(mem_total))
+
+        nr_inodes = values.get("nr_inodes")
+        if nr_inodes is not None:
+            try:
+                nr_inodes = parse_count(nr_inodes)
+            except SizeError as exc:
+                entry.error("nr_inodes", values.get("nr_inodes"), str(exc),
+                            "Use a positive whole number, optionally with k, m or g (e.g. 1m).")
+                nr_inodes = None
+
+        mode = values.get("mode")
+        if mode is not None:
+            mode = _check_mode(entry, mode)
+        owner = values.get("owner")
+        if owner is not None:
+            owner = _check_account(entry, "owner", owner)
+        group = values.get("group")
+        if group is not None:
+            group = _check_account(entry, "group", group)
+        huge = values.get("huge")
+        if huge is not None and huge not in HUGE_CHOICES:
+            entry.error("huge", huge, "not a tmpfs huge page policy", "Use one of %s." % ", ".join(HUGE_CHOICES))
+            huge = None
+        mpol = values.get("mpol")
+        if mpol is not None and (not isinstance(mpol, str) or not _MPOL_RE.match(mpol)):
+            entry.error("mpol", mpol, "not a NUMA memory policy",
+                        "Use default, local, prefer:<node>, bind:<nodelist> or interleave[:<nodelist>].")
+            mpol = None
+        if flags.get("noswap") and not support.get("tmpfs_noswap", False):
+            entry.error("noswap", True, "not supported by this host's kernel %s (noswap needs Linux 6.4 or later)"
+                        % support.get("kernel", "(unknown)"), "Set noswap: false or upgrade the kernel.")
+        extras = _check_extra_options(entry, values.get("options"), flags)
+
+        if path is not None:
+            if path in seen_paths:
+                entry.error("path", raw_path, "the same mount point as %s.path" % seen_paths[path],
+                            "List each mount point once.")
+            else:
+                seen_paths[path] = entry.where
+        if not entry.ok:
+            continue
+
+        options = []
+        if size_option is not None:
+            options.append("size=%s" % size_option)
+        if nr_inodes is not None:
+            options.append("nr_inodes=%d" % nr_inodes)
+        if mode is not None:
+            options.append("mode=%s" % mode)
+        if huge is not None:
+            options.append("huge=%s" % huge)
+        if mpol is not None:
+            options.append("mpol=%s" % mpol)
+        for flag in FLAG_KEYS:
+            if flags[flag]:
+                options.append(flag)
+        options.extend(extras)
+
+        planned.append({
+            "index": index,
+            "label": entry.where,
+            "path": path,
+            "path_given": raw_path,
+            "state": state,
+            "fstype": "tmpfs",
+            "src": "tmpfs",
+            "size": size,
+            "size_option": size_option,
+            "size_bytes": size_bytes,
+            "nr_inodes": nr_inodes,
+            "mode": mode,
+            "owner": owner,
+            "group": group,
+            "huge": huge,
+            "mpol": mpol,
+            "noswap": flags["noswap"],
+            "migrate": migrate,
+            "options": options,
+            "remount_options": [],
+            "current": None,
+            "action": None,
+            "changes": [],
+            "noswap_change": False,
+            "reboot_required": False,
+        })
+
+    mounted = [entry for entry in planned if entry["state"] == "mounted"]
+    nested_bad = set()
+    for inner in mounted:
+        for outer in mounted:
+            if outer["path"] != inner["path"] and _is_under(inner["path"], outer["path"]):
+                errors.append(
+                    "Host %s: %s.path is '%s': it is inside %s.path '%s', and nested RAM mounts hide each "
+                    "other depending on mount order. Choose paths that do not contain one another."
+                    % (host, inner["label"], inner["path"], outer["label"], outer["path"]))
+                nested_bad.add(inner["index"])
+    planned = [entry for entry in planned if entry["index"] not in nested_bad]
+
+    for entry in planned:
+        _decide(entry, facts, host, var_name, errors)
+    return {"mounts": planned, "errors": errors}
+
+
+def _decide(entry, facts, host, var_name, errors):
+    path = entry["path"]
+    where = entry["label"]
+    live = _find_live_mount(facts, path)
+    path_facts = _path_facts(facts, entry["path_given"], path)
+    entry["current"] = live
+
+    if path_facts is None and live is None and entry["state"] == "mounted":
+        errors.append("Host %s: %s.path is '%s': ramdisk_facts did not look at it, so its contents are unknown. "
+                      "Run ramdisk.provision.ramdisk_facts with paths that include it." % (host, where, path))
+        entry["action"] = "refuse"
+        return
+    path_facts = path_facts or {}
+    if live is None and path_facts.get("mountpoint"):
+        fstype = path_facts.get("fstype")
+        errors.append("Host %s: %s.path is '%s': a %s file system from %s is mounted there, not tmpfs. Unmount it "
+                      "yourself or choose another path; the tmpfs role will not replace it."
+                      % (host, where, path, fstype, path_facts.get("source")))
+        entry["action"] = "refuse"
+        return
+    if live is not None and live.get("fstype") != "tmpfs":
+        errors.append("Host %s: %s.path is '%s': a %s file system from %s is mounted there, not tmpfs. Unmount it "
+                      "yourself or choose another path; the tmpfs role will not replace it."
+                      % (host, where, path, live.get("fstype"), live.get("source")))
+        entry["action"] = "refuse"
+        return
+
+    if entry["state"] == "absent":
+        entry["action"] = "unmount" if live is not None else "absent-ok"
+        return
+
+    if live is None:
+        if path_facts.get("exists") and path_facts.get("is_dir") is False:
+            errors.append("Host %s: %s.path is '%s': it is a file, not a directory. Remove or move it, or choose "
+                          "another path." % (host, where, path))
+            entry["action"] = "refuse"
+        elif not path_facts.get("exists") or path_facts.get("empty"):
+            entry["action"] = "mount"
+        elif entry["migrate"]:
+            entry["action"] = "migrate"
+        else:
+            errors.append("Host %s: %s.path is '%s': the directory is not empty (%s in %s entries), and mounting "
+                          "over it would hide that data. Set %s.migrate: true to copy it into the new tmpfs, or "
+                          "empty the directory." % (
+                              host, where, path, format_size(path_facts.get("usage_bytes") or 0),
+                              path_facts.get("inodes"), where))
+            entry["action"] = "refuse"
+        return
+
+    live_options = live.get("options") or []
+    live_noswap = bool(_live_option(live_options, "noswap"))
+    changes = []
+    refuse = []
+    remount = []
+    if entry["size_bytes"] is not None:
+        remount.append("size=%s" % entry["size_option"])
+        if entry["size_bytes"] != live.get("size_bytes"):
+            changes.append("size %s -> %s" % (format_size(live.get("size_bytes") or 0), format_size(entry["size_bytes"])))
+            used = live.get("used_bytes") or 0
+            if entry["size_bytes"] < used:
+                refuse.append("the new size %s is below the %s already used" % (
+                    format_size(entry["size_bytes"]), format_size(used)))
+    if entry["nr_inodes"] is not None:
+        remount.append("nr_inodes=%d" % entry["nr_inodes"])
+        if entry["nr_inodes"] != live.get("inodes_total"):
+            changes.append("nr_inodes %s -> %d" % (live.get("inodes_total"), entry["nr_inodes"]))
+            used_inodes = live.get("inodes_used") or 0
+            if entry["nr_inodes"] < used_inodes:
+                refuse.append("the new nr_inodes %d is below the %d inodes already used" % (
+                    entry["nr_inodes"], used_inodes))
+    if entry["huge"] is not None:
+        remount.append("huge=%s" % entry["huge"])
+        live_huge = _live_option(live_options, "huge", "never")
+        if entry["huge"] != live_huge:
+            changes.append("huge %s -> %s" % (live_huge, entry["huge"]))
+    if entry["mpol"] is not None:
+        remount.append("mpol=%s" % entry["mpol"])
+        live_mpol = _live_option(live_options, "mpol", "default")
+        if entry["mpol"] != live_mpol:
+            changes.append("mpol %s -> %s" % (live_mpol, entry["mpol"]))
+    for flag in ("noatime", "nosuid", "nodev", "noexec"):
+        wanted = flag in entry["options"]
+        live_has = _live_option(live_options, flag) is not None
+        remount.append(flag if wanted else FLAG_OPPOSITES[flag][1 if flag == "noatime" else 0])
+        if wanted != live_has:
+            changes.append("%s %s -> %s" % (flag, str(live_has).lower(), str(wanted).lower()))
+    if live_noswap and entry["noswap"]:
+        # Linux 6.4-6.5 refuse a remount that leaves out noswap on a noswap tmpfs.
+        remount.append("noswap")
+    if live_noswap != entry["noswap"]:
+        entry["noswap_change"] = True
+        entry["reboot_required"] = True
+        changes.append("noswap %s -> %s (the kernel cannot change it on a live tmpfs; applies at the next mount)"
+                       % (str(live_noswap).lower(), str(entry["noswap"]).lower()))
+    entry["remount_options"] = remount
+    entry["changes"] = changes
+
+    if refuse:
+        errors.append("Host %s: %s.path is '%s': %s. Shrinking a tmpfs under its data fails, and a failed remount "
+                      "would unmount it and lose the data. Free space first or choose a larger %s.size or "
+                      "%s.nr_inodes." % (host, where, path, " and ".join(refuse), where, where))
+        entry["action"] = "refuse"
+    elif any(not change.startswith("noswap") for change in changes):
+        entry["action"] = "remount"
+    else:
+        entry["action"] = "ok"
+
+
+def plan_summary(plan):
+    """One line per planned mount, for a person."""
+    lines = []
+    for entry in plan.get("mounts", []):
+        line = "%s: %s" % (entry["path"], entry["action"])
+        if entry["state"] == "mounted":
+            line += " tmpfs"
+            if entry.get("size_bytes") is not None:
+                line += " of %s" % format_size(entry["size_bytes"])
+            line += " with %s" % ",".join(entry["options"])
+        if entry.get("changes"):
+            line += " (%s)" % "; ".join(entry["changes"])
+        if entry.get("reboot_required"):
+            line += "; reboot required for noswap"
+        lines.append(line)
+    for error in plan.get("errors", []):
+        lines.append("error: %s" % error)
+    return lines
+
+
+def size_is_percent(size):
+    """True when a size is a plain percentage the kernel resolves at mount time."""
+    return plain_percent(size) is not None

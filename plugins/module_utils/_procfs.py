@@ -1,0 +1,183 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Parsers for /proc and /sys text. Each takes the text, so tests feed fixtures."""
+
+from __future__ import annotations
+
+import re
+
+_OCTAL_ESCAPE_RE = re.compile(r"\\([0-7]{3})")
+_RELEASE_RE = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?")
+
+RAM_FSTYPES = ("tmpfs", "ramfs")
+_RAM_BLOCK_SOURCE_RE = re.compile(r"^/dev/(zram|ram)\d+$")
+
+
+def unescape_octal(text):
+    """Decode the kernel's octal escapes in mount paths: ``\\040`` is a space."""
+    return _OCTAL_ESCAPE_RE.sub(lambda match: chr(int(match.group(1), 8)), text)
+
+
+def parse_meminfo(text):
+    """/proc/meminfo as {key: bytes}; values given in kB are converted to bytes."""
+    result = {}
+    for line in text.splitlines():
+        key, sep, rest = line.partition(":")
+        if not sep:
+            continue
+        fields = rest.split()
+        if not fields or not fields[0].isdigit():
+            continue
+        value = int(fields[0])
+        if len(fields) > 1 and fields[1].lower() == "kb":
+            value *= 1024
+        result[key.strip()] = value
+    return result
+
+
+def parse_mountinfo(text):
+    """/proc/self/mountinfo as a list of dicts, in the kernel's order (a later entry on the
+    same mount point is stacked on top of an earlier one)."""
+    mounts = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 10 or "-" not in fields[6:]:
+            continue
+        separator = fields.index("-", 6)
+        major, _sep, minor = fields[2].partition(":")
+        super_fields = fields[separator + 1:]
+        mounts.append({
+            "mount_id": int(fields[0]),
+            "parent_id": int(fields[1]),
+            "major": int(major),
+            "minor": int(minor),
+            "root": unescape_octal(fields[3]),
+            "mount_point": unescape_octal(fields[4]),
+            "mount_options": fields[5].split(","),
+            "optional_fields": fields[6:separator],
+            "fstype": unescape_octal(super_fields[0]),
+            "source": unescape_octal(super_fields[1]) if len(super_fields) > 1 else "",
+            "super_options": super_fields[2].split(",") if len(super_fields) > 2 else [],
+        })
+    return mounts
+
+
+def merged_options(mount):
+    """Per-mount options then super-block options, each once, in that order."""
+    result = []
+    for option in list(mount["mount_options"]) + list(mount["super_options"]):
+        if option and option not in result:
+            result.append(option)
+    return result
+
+
+def option_value(options, name):
+    """Value of ``name=value`` in an option list, True for a bare ``name``, else None."""
+    for option in options:
+        key, sep, value = option.partition("=")
+        if key == name:
+            return value if sep else True
+    return None
+
+
+def is_ram_backed(fstype, source):
+    """tmpfs and ramfs, and file systems on /dev/zramN or /dev/ramN (brd)."""
+    return fstype in RAM_FSTYPES or bool(_RAM_BLOCK_SOURCE_RE.match(source or ""))
+
+
+def ram_block_kind(source):
+    """'zram' or 'brd' for /dev/zramN and /dev/ramN, else None."""
+    match = _RAM_BLOCK_SOURCE_RE.match(source or "")
+    if match is None:
+        return None
+    return "zram" if match.group(1) == "zram" else "brd"
+
+
+def mount_for_path(mounts, path):
+    """The mount that holds ``path`` (an absolute, resolved path): the longest mount point that
+    is ``path`` or one of its parents; of stacked mounts, the last one."""
+    best = None
+    for mount in mounts:
+        point = mount["mount_point"]
+        if point == path or point == "/" or path.startswith(point.rstrip("/") + "/"):
+            if best is None or len(point) >= len(best["mount_point"]):
+                best = mount
+    return best
+
+
+def parse_swaps(text):
+    """/proc/swaps rows as dicts with sizes in bytes."""
+    devices = []
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        devices.append({
+            "path": unescape_octal(fields[0]),
+            "type": fields[1],
+            "size_bytes": int(fields[2]) * 1024,
+            "used_bytes": int(fields[3]) * 1024,
+            "priority": int(fields[4]),
+        })
+    return devices
+
+
+def parse_filesystems(text):
+    """/proc/filesystems as a set of file system names."""
+    names = set()
+    for line in text.splitlines():
+        fields = line.split()
+        if fields:
+            names.add(fields[-1])
+    return names
+
+
+def parse_zram_algorithms(text):
+    """zram comp_algorithm (``lzo [lzo-rle] lz4``) as {'algorithms': [...], 'selected': name}."""
+    algorithms = []
+    selected = None
+    for word in text.split():
+        if word.startswith("[") and word.endswith("]"):
+            word = word[1:-1]
+            selected = word
+        algorithms.append(word)
+    return {"algorithms": algorithms, "selected": selected}
+
+
+def detect_container(pid1_environ=None, present_paths=(), systemd_container=None):
+    """The container manager this runs under, or None.
+
+    pid1_environ: text of /proc/1/environ (NUL-separated), or None when unreadable.
+    present_paths: the marker files that exist (/.dockerenv, /run/.containerenv).
+    systemd_container: text of /run/systemd/container, or None.
+    """
+    if systemd_container and systemd_container.strip():
+        return systemd_container.strip()
+    if pid1_environ:
+        for item in pid1_environ.replace("\n", "\0").split("\0"):
+            key, sep, value = item.partition("=")
+            if sep and key == "container" and value.strip():
+                return value.strip()
+    present = set(present_paths)
+    if "/run/.containerenv" in present:
+        return "podman"
+    if "/.dockerenv" in present:
+        return "docker"
+    return None
+
+
+def parse_kernel_release(release):
+    """Leading numbers of a kernel release: '6.8.0-45-generic' -> (6, 8, 0)."""
+    match = _RELEASE_RE.match(release.strip())
+    if match is None:
+        return ()
+    return tuple(int(part) for part in match.groups() if part is not None)
+
+
+def kernel_at_least(release, minimum):
+    """True if the kernel release is at least ``minimum``, e.g. (6, 4)."""
+    version = parse_kernel_release(release)
+    if not version:
+        return False
+    version = version + (0,) * (len(minimum) - len(version))
+    return version[:len(minimum)] >= tuple(minimum)

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Time the tree walker ramdisk_facts uses against `du -sx` plus `find | wc -l`.
+
+Builds trees of 10k, 100k and (unless --quick) 1M small files in a temporary directory
+under /var/tmp, removed afterwards. Each figure is the median of 3 warm runs. Exits non-zero
+only when our usage or inode count differs from du's or find's; timings are reported, not judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FILES_PER_DIR = 1000
+RUNS = 3
+
+
+def load_tree_module():
+    # _tree has no collection imports, so it loads from its file without a collections path.
+    path = os.path.join(REPO_ROOT, "plugins", "module_utils", "_tree.py")
+    spec = importlib.util.spec_from_file_location("ramdisk_tree", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def grow_tree(root, have, want):
+    """Add small files until the tree holds `want` files, FILES_PER_DIR per directory."""
+    for number in range(have, want):
+        directory = os.path.join(root, "d%04d" % (number // FILES_PER_DIR))
+        if number % FILES_PER_DIR == 0:
+            os.makedirs(directory, exist_ok=True)
+        fd = os.open(os.path.join(directory, "f%04d" % (number % FILES_PER_DIR)), os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, b"x")
+        os.close(fd)
+
+
+def run_ours(tree, root):
+    result = tree.tree_usage(root)
+    return result["usage_bytes"], result["inodes"]
+
+
+def run_du_find(root):
+    du = subprocess.run(["du", "-sx", "--block-size=1", root], check=True, capture_output=True,
+                        env=dict(os.environ, LC_ALL="C"))
+    usage = int(du.stdout.split()[0])
+    find = subprocess.Popen(["find", root], stdout=subprocess.PIPE)
+    lines = 0
+    for chunk in iter(lambda: find.stdout.read(1 << 16), b""):
+        lines += chunk.count(b"\n")
+    find.stdout.close()
+    if find.wait() != 0:
+        raise RuntimeError("find %s failed" % root)
+    return usage, lines
+
+
+def median_seconds(function, *args):
+    function(*args)  # warm the cache so both sides read the same state
+    times = []
+    result = None
+    for _run in range(RUNS):
+        started = time.perf_counter()
+        result = function(*args)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="stop at 100,000 files")
+    parser.add_argument("--max", type=int, default=1000000, help="largest tree (default 1000000)")
+    options = parser.parse_args(argv)
+    limit = min(options.max, 100000) if options.quick else options.max
+    sizes = [size for size in (10000, 100000, 1000000) if size <= limit]
+
+    tree = load_tree_module()
+    workdir = tempfile.mkdtemp(prefix="ramdisk-facts-scan-", dir="/var/tmp")
+    root = os.path.join(workdir, "tree")
+    os.mkdir(root)
+    wrong = []
+    rows = []
+    try:
+        have = 0
+        for size in sizes:
+            grow_tree(root, have, size)
+            have = size
+            ours_s, ours = median_seconds(run_ours, tree, root)
+            theirs_s, theirs = median_seconds(run_du_find, root)
+            if ours != theirs:
+                wrong.append("%d files: ours usage=%d inodes=%d, du+find usage=%d inodes=%d"
+                             % (size, ours[0], ours[1], theirs[0], theirs[1]))
+            rows.append((size, ours_s, theirs_s))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print("%10s %10s %12s %8s %12s %12s" % ("files", "ours s", "du+find s", "ratio", "ours x/10x", "du+find x/10x"))
+    previous = None
+    for size, ours_s, theirs_s in rows:
+        growth_ours = "-" if previous is None else "%.1f" % (ours_s / previous[1])
+        growth_theirs = "-" if previous is None else "%.1f" % (theirs_s / previous[2])
+        print("%10d %10.3f %12.3f %8.2f %12s %12s" % (size, ours_s, theirs_s, ours_s / theirs_s,
+                                                        growth_ours, growth_theirs))
+        previous = (size, ours_s, theirs_s)
+    print("target: ratio <= 1.00 and growth about 10 per 10x (linear); printed, not asserted")
+    if wrong:
+        print("WRONG COUNTS:\n  " + "\n  ".join(wrong))
+        return 1
+    print("counts: usage and inodes equal du -sx and find at every size")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.ramdisk.provision.plugins.filter.plan import FilterModule as PlanFilters
+from ansible_collections.ramdisk.provision.plugins.filter.size import FilterModule as SizeFilters
+
+FACTS = {"memory": {"total_bytes": 8 * 1024 ** 3}, "support": {"tmpfs_noswap": False},
+         "paths": {"/tmp": {"exists": True, "is_dir": True, "empty": True}}, "mounts": []}
+
+
+def test_filter_names():
+    assert set(PlanFilters().filters()) == {"tmpfs_plan", "tmpfs_plan_summary"}
+    assert set(SizeFilters().filters()) == {"to_bytes", "human_size"}
+
+
+@pytest.mark.parametrize(
+    "expr, ram, expected",
+    [("2G", None, 2 * 1024 ** 3), ("50%", 8 * 1024 ** 3, 4 * 1024 ** 3), ("min(ram / 2, 1G)", "8589934592", 1024 ** 3)],
+)
+def test_to_bytes(expr, ram, expected):
+    assert SizeFilters().filters()["to_bytes"](expr, ram_bytes=ram) == expected
+
+
+@pytest.mark.parametrize("expr, words", [("10X", "unknown unit 'X'"), ("50%", "RAM size"), ("0", "above zero")])
+def test_to_bytes_errors(expr, words):
+    with pytest.raises(AnsibleFilterError) as info:
+        SizeFilters().filters()["to_bytes"](expr)
+    assert words in str(info.value) and expr in str(info.value)
+
+
+def test_human_size():
+    assert SizeFilters().filters()["human_size"](3 * 1024 ** 2) == "3.0 MiB"
+    with pytest.raises(AnsibleFilterError):
+        SizeFilters().filters()["human_size"]("many")
+
+
+def test_tmpfs_plan_filter():
+    filters = PlanFilters().filters()
+    result = filters["tmpfs_plan"]([{"path": "/tmp", "size": "50%"}], FACTS, "h1", "tmpfs_mounts", {"mode": "1777"})
+    assert result["errors"] == []
+    assert result["mounts"][0]["options"] == ["size=50%", "mode=1777"]
+    assert result["mounts"][0]["action"] == "mount"
+    assert filters["tmpfs_plan_summary"](result) == ["/tmp: mount tmpfs of 4.0 GiB with size=50%,mode=1777"]
+
+
+def test_tmpfs_plan_filter_rejects_bad_facts():
+    with pytest.raises(AnsibleFilterError):
+        PlanFilters().filters()["tmpfs_plan"]([], "not facts")

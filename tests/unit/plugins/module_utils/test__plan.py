@@ -1,0 +1,270 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_summary, plan_tmpfs
+from ansible_collections.ramdisk.provision.plugins.module_utils._size import tmpfs_percent_bytes
+
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+RAM = 16 * GIB
+HOST = "web01"
+VAR = "tmpfs_mounts"
+
+
+def _path(exists=True, empty=True, is_dir=True, mountpoint=False, fstype="ext4", source="/dev/vda1"):
+    return {"exists": exists, "is_dir": is_dir if exists else None, "empty": empty if exists else None,
+            "mountpoint": mountpoint, "fstype": fstype, "source": source, "usage_bytes": 8192 if not empty else 4096,
+            "inodes": 3 if not empty else 1}
+
+
+def _live(path, size_bytes, used_bytes=0, inodes_total=100000, inodes_used=1, options=(), fstype="tmpfs"):
+    return {"path": path, "fstype": fstype, "source": fstype, "options": ["rw", "relatime"] + list(options),
+            "size_bytes": size_bytes, "used_bytes": used_bytes, "inodes_total": inodes_total,
+            "inodes_used": inodes_used}
+
+
+FACTS = {
+    "memory": {"total_bytes": RAM, "available_bytes": 12 * GIB},
+    "support": {"tmpfs": True, "tmpfs_noswap": True, "kernel": "6.8.0"},
+    "paths": {
+        "/tmp": _path(mountpoint=True, fstype="tmpfs", source="tmpfs"),
+        "/var/tmp": _path(empty=False),
+        "/srv/empty": _path(),
+        "/srv/missing": _path(exists=False),
+        "/srv/data": _path(empty=False),
+        "/srv/ext4": _path(mountpoint=True, fstype="ext4", source="/dev/sdb1"),
+        "/srv/file": _path(is_dir=False, empty=None),
+        "/run/build": _path(exists=False),
+        "/var/cache/x": _path(),
+        "/var/lib/x": _path(),
+        "/srv/ramfs": _path(mountpoint=True, fstype="ramfs", source="ramfs"),
+        "/srv/noswap": _path(mountpoint=True, fstype="tmpfs", source="tmpfs"),
+        "/srv/swapping": _path(mountpoint=True, fstype="tmpfs", source="tmpfs"),
+        "/srv/full": _path(mountpoint=True, fstype="tmpfs", source="tmpfs"),
+    },
+    "mounts": [
+        _live("/tmp", tmpfs_percent_bytes(50, RAM), used_bytes=1 * GIB, inodes_used=500,
+              options=["size=8388608k", "nr_inodes=100000", "mode=1777"]),
+        _live("/srv/ramfs", 0, fstype="ramfs"),
+        _live("/srv/noswap", 1 * GIB, options=["size=1048576k", "noswap"]),
+        _live("/srv/swapping", 1 * GIB, options=["size=1048576k"]),
+        _live("/srv/full", 2 * GIB, used_bytes=1536 * MIB, inodes_used=5000, options=["size=2097152k"]),
+    ],
+}
+
+
+def plan(mounts, facts=None, defaults=None):
+    return plan_tmpfs(mounts, copy.deepcopy(FACTS if facts is None else facts), HOST, VAR, defaults)
+
+
+def ok_entry(**values):
+    entry = {"path": "/srv/empty", "size": "1G"}
+    entry.update(values)
+    return entry
+
+
+INVALID = [
+    # (entry, variable named, value shown, words of the problem)
+    (ok_entry(path="tmp"), "tmpfs_mounts[0].path", "'tmp'", "relative path"),
+    (ok_entry(path=""), "tmpfs_mounts[0].path", "''", "not a path"),
+    (ok_entry(path=None), "tmpfs_mounts[0].path", "missing", "not a path"),
+    (ok_entry(path="/"), "tmpfs_mounts[0].path", "'/'", "system path"),
+    (ok_entry(path="/proc"), "tmpfs_mounts[0].path", "'/proc'", "system path"),
+    (ok_entry(path="/sys/kernel"), "tmpfs_mounts[0].path", "'/sys/kernel'", "system path"),
+    (ok_entry(path="/dev/shm"), "tmpfs_mounts[0].path", "'/dev/shm'", "system path"),
+    (ok_entry(path="/run"), "tmpfs_mounts[0].path", "'/run'", "system path"),
+    (ok_entry(path="/run/"), "tmpfs_mounts[0].path", "'/run/'", "system path"),
+    (ok_entry(path="/var//lib/"), "tmpfs_mounts[0].path", "'/var//lib/'", "system path"),
+    (ok_entry(path="/etc"), "tmpfs_mounts[0].path", "'/etc'", "system path"),
+    (ok_entry(path="/home"), "tmpfs_mounts[0].path", "'/home'", "system path"),
+    (ok_entry(path="/srv/../etc"), "tmpfs_mounts[0].path", "'/srv/../etc'", "'..'"),
+    (ok_entry(size=0), "tmpfs_mounts[0].size", "0", "above zero"),
+    (ok_entry(size="-1G"), "tmpfs_mounts[0].size", "'-1G'", "above zero"),
+    (ok_entry(size="10X"), "tmpfs_mounts[0].size", "'10X'", "unknown unit 'X'"),
+    (ok_entry(size="lots"), "tmpfs_mounts[0].size", "'lots'", "unknown name"),
+    (ok_entry(size="32G"), "tmpfs_mounts[0].size", "'32G'", "above this host's RAM of 16.0 GiB"),
+    (ok_entry(size="101%"), "tmpfs_mounts[0].size", "'101%'", "above this host's RAM"),
+    (ok_entry(size=None), "tmpfs_mounts[0].size", "missing", "required"),
+    (ok_entry(nr_inodes=0), "tmpfs_mounts[0].nr_inodes", "0", "above zero"),
+    (ok_entry(nr_inodes="-5"), "tmpfs_mounts[0].nr_inodes", "'-5'", "not a whole number"),
+    (ok_entry(nr_inodes="1.5k"), "tmpfs_mounts[0].nr_inodes", "'1.5k'", "not a whole number"),
+    (ok_entry(mode=1777), "tmpfs_mounts[0].mode", "1777", "Quote the octal mode"),
+    (ok_entry(mode="u+rwx"), "tmpfs_mounts[0].mode", "'u+rwx'", "not an octal mode"),
+    (ok_entry(mode="0999"), "tmpfs_mounts[0].mode", "'0999'", "not an octal mode"),
+    (ok_entry(mode="17777"), "tmpfs_mounts[0].mode", "'17777'", "not an octal mode"),
+    (ok_entry(huge="sometimes"), "tmpfs_mounts[0].huge", "'sometimes'", "huge page policy"),
+    (ok_entry(mpol="bind:"), "tmpfs_mounts[0].mpol", "'bind:'", "NUMA memory policy"),
+    (ok_entry(owner="bad name"), "tmpfs_mounts[0].owner", "'bad name'", "user or group name"),
+    (ok_entry(group=-1), "tmpfs_mounts[0].group", "-1", "negative id"),
+    (ok_entry(noswap="maybe"), "tmpfs_mounts[0].noswap", "'maybe'", "not a boolean"),
+    (ok_entry(migrate=3), "tmpfs_mounts[0].migrate", "3", "not a boolean"),
+    (ok_entry(state="present"), "tmpfs_mounts[0].state", "'present'", "Use mounted or absent"),
+    (ok_entry(options="nofail"), "tmpfs_mounts[0].options", "'nofail'", "not a list"),
+    (ok_entry(options=["nofail,noauto"]), "tmpfs_mounts[0].options[0]", "'nofail,noauto'", "one string"),
+    (ok_entry(options=["bogus"]), "tmpfs_mounts[0].options[0]", "'bogus'", "not a tmpfs or mount option"),
+    (ok_entry(options=["size=2G"]), "tmpfs_mounts[0].options[0]", "'size=2G'", "Set size in the entry"),
+    (ok_entry(options=["uid=0"]), "tmpfs_mounts[0].options[0]", "'uid=0'", "Set owner in the entry"),
+    (ok_entry(options=["exec"], noexec=True), "tmpfs_mounts[0].options[0]", "'exec'", "contradicting noexec"),
+    (ok_entry(options=["relatime"], noatime=True), "tmpfs_mounts[0].options[0]", "'relatime'", "contradicting noatime"),
+    (ok_entry(options=["suid"], nosuid=True), "tmpfs_mounts[0].options[0]", "'suid'", "contradicting nosuid"),
+    (ok_entry(options=["nodev"], nodev=False), "tmpfs_mounts[0].options[0]", "'nodev'", "Set nodev in the entry"),
+    (ok_entry(options=[7]), "tmpfs_mounts[0].options[0]", "7", "not an option string"),
+    (ok_entry(sise="1G"), "tmpfs_mounts[0].sise", "'1G'", "unknown key"),
+    ("/tmp", "tmpfs_mounts[0]", "'/tmp'", "not a mapping"),
+    (ok_entry(path="/srv/data"), "tmpfs_mounts[0].path", "'/srv/data'", "not empty"),
+    (ok_entry(path="/srv/ext4"), "tmpfs_mounts[0].path", "'/srv/ext4'", "ext4 file system from /dev/sdb1"),
+    (ok_entry(path="/srv/ramfs"), "tmpfs_mounts[0].path", "'/srv/ramfs'", "ramfs file system"),
+    (ok_entry(path="/srv/file"), "tmpfs_mounts[0].path", "'/srv/file'", "a file, not a directory"),
+    (ok_entry(path="/srv/unknown"), "tmpfs_mounts[0].path", "'/srv/unknown'", "did not look at it"),
+    (ok_entry(path="/srv/full", size="1G"), "tmpfs_mounts[0].path", "'/srv/full'", "below the 1.5 GiB already used"),
+    (ok_entry(path="/srv/full", size="4G", nr_inodes=100), "tmpfs_mounts[0].path", "'/srv/full'",
+     "below the 5000 inodes already used"),
+]
+
+
+@pytest.mark.parametrize("entry, variable, value, words", INVALID)
+def test_invalid_entry(entry, variable, value, words):
+    result = plan([entry])
+    assert result["errors"], "expected an error"
+    matching = [error for error in result["errors"] if variable + " is " + value in error]
+    assert matching, result["errors"]
+    assert any(words in error for error in matching), result["errors"]
+    assert all(error.startswith("Host web01: ") for error in result["errors"])
+
+
+def test_at_least_25_invalid_cases():
+    assert len(INVALID) >= 25
+
+
+def test_noswap_unsupported_kernel():
+    facts = copy.deepcopy(FACTS)
+    facts["support"] = {"tmpfs": True, "tmpfs_noswap": False, "kernel": "5.15.0"}
+    errors = plan([ok_entry(noswap=True)], facts)["errors"]
+    assert errors == ["Host web01: tmpfs_mounts[0].noswap is True: not supported by this host's kernel 5.15.0 "
+                      "(noswap needs Linux 6.4 or later). Set noswap: false or upgrade the kernel."]
+
+
+def test_duplicate_after_normalization():
+    errors = plan([ok_entry(path="/srv/empty"), ok_entry(path="/srv//empty/")])["errors"]
+    assert len(errors) == 1
+    assert "tmpfs_mounts[1].path is '/srv//empty/': the same mount point as tmpfs_mounts[0].path" in errors[0]
+
+
+def test_nested_mounts_rejected():
+    errors = plan([ok_entry(path="/var/cache/x"), ok_entry(path="/var/cache/x/sub")])["errors"]
+    assert len(errors) == 1
+    assert "tmpfs_mounts[1].path is '/var/cache/x/sub': it is inside tmpfs_mounts[0].path '/var/cache/x'" in errors[0]
+
+
+def test_not_a_list():
+    assert "tmpfs_mounts is '/tmp': not a list" in plan("/tmp")["errors"][0]
+
+
+def test_missing_memory_facts():
+    assert "memory.total_bytes is missing" in plan([ok_entry()], {"paths": FACTS["paths"]})["errors"][0]
+
+
+VALID = [
+    # (entry, action, options, remount_options)
+    (ok_entry(), "mount", ["size=1073741824"], []),
+    (ok_entry(path="/srv/missing/", size="50%", mode="1777", nosuid=True, nodev=True),
+     "mount", ["size=50%", "mode=1777", "nosuid", "nodev"], []),
+    (ok_entry(path="/run/build", size="min(ram / 2, 8G)", nr_inodes="1m", mode="0755", huge="within_size",
+              mpol="interleave:0-1", noswap=True, noatime=True, nosuid=True, nodev=True, noexec=True,
+              options=["nofail", "x-systemd.requires=foo.service", "comment=ramdisk", "nofail"]),
+     "mount",
+     ["size=%d" % (8 * GIB), "nr_inodes=1048576", "mode=755", "huge=within_size", "mpol=interleave:0-1", "noswap",
+      "noatime", "nosuid", "nodev", "noexec", "nofail", "x-systemd.requires=foo.service", "comment=ramdisk"], []),
+    (ok_entry(path="/var/tmp", migrate=True), "migrate", ["size=1073741824"], []),
+    (ok_entry(path="/var/cache/x", size="1000"), "mount", ["size=4096"], []),
+    (ok_entry(path="/var/lib/x", state="absent"), "absent-ok", ["size=1073741824"], []),
+    (ok_entry(path="/tmp", size="50%", nr_inodes=100000, mode="1777"), "ok",
+     ["size=50%", "nr_inodes=100000", "mode=1777"], ["size=50%", "nr_inodes=100000", "relatime", "suid", "dev", "exec"]),
+    (ok_entry(path="/tmp", size="50%", huge="never", mpol="default"), "ok",
+     ["size=50%", "huge=never", "mpol=default"], ["size=50%", "huge=never", "mpol=default", "relatime", "suid", "dev", "exec"]),
+    (ok_entry(path="/tmp", size="60%"), "remount", ["size=60%"], ["size=60%", "relatime", "suid", "dev", "exec"]),
+    (ok_entry(path="/tmp", size="50%", nr_inodes="200k"), "remount", ["size=50%", "nr_inodes=204800"],
+     ["size=50%", "nr_inodes=204800", "relatime", "suid", "dev", "exec"]),
+    (ok_entry(path="/tmp", size="50%", huge="always"), "remount", ["size=50%", "huge=always"],
+     ["size=50%", "huge=always", "relatime", "suid", "dev", "exec"]),
+    (ok_entry(path="/tmp", state="absent"), "unmount", ["size=1073741824"], []),
+    (ok_entry(path="/tmp", state="absent", size=None), "unmount", [], []),
+    (ok_entry(path="/srv/noswap", noswap=True), "ok", ["size=1073741824", "noswap"],
+     ["size=1073741824", "relatime", "suid", "dev", "exec", "noswap"]),
+    (ok_entry(path="/srv/full", size="4G"), "remount", ["size=4294967296"], ["size=4294967296", "relatime", "suid", "dev", "exec"]),
+    (ok_entry(path="/srv/empty", noatime="yes", nodev="false"), "mount", ["size=1073741824", "noatime"], []),
+    # VFS flags change on a live tmpfs with a remount: no reboot, no unmount.
+    (ok_entry(path="/tmp", size="50%", nosuid=True, noexec=True), "remount", ["size=50%", "nosuid", "noexec"],
+     ["size=50%", "relatime", "nosuid", "dev", "noexec"]),
+]
+
+
+@pytest.mark.parametrize("entry, action, options, remount_options", VALID)
+def test_valid_entry(entry, action, options, remount_options):
+    result = plan([entry])
+    assert result["errors"] == []
+    (planned,) = result["mounts"]
+    assert planned["action"] == action
+    assert planned["options"] == options
+    assert planned["remount_options"] == remount_options
+    assert planned["fstype"] == "tmpfs"
+
+
+def test_noswap_change_needs_reboot_not_failure():
+    result = plan([ok_entry(path="/srv/swapping", noswap=True), ok_entry(path="/srv/noswap", noswap=False)])
+    assert result["errors"] == []
+    for planned in result["mounts"]:
+        assert planned["noswap_change"] is True
+        assert planned["reboot_required"] is True
+        assert planned["action"] == "ok"
+
+
+def test_current_and_sizes():
+    (planned,) = plan([ok_entry(path="/tmp", size="50%")])["mounts"]
+    assert planned["current"]["path"] == "/tmp"
+    assert planned["size_bytes"] == tmpfs_percent_bytes(50, RAM)
+    assert planned["size_option"] == "50%"
+    (fresh,) = plan([ok_entry()])["mounts"]
+    assert fresh["current"] is None
+
+
+def test_defaults_fill_missing_keys_and_entries_win():
+    defaults = {"size": "25%", "nosuid": True, "nodev": True, "mode": "1777", "state": "mounted"}
+    result = plan([{"path": "/srv/empty"}, {"path": "/var/cache/x", "nosuid": False, "mode": "0700"}],
+                  defaults=defaults)
+    assert result["errors"] == []
+    assert result["mounts"][0]["options"] == ["size=25%", "mode=1777", "nosuid", "nodev"]
+    assert result["mounts"][1]["options"] == ["size=25%", "mode=700", "nodev"]
+
+
+def test_owner_group_kept_unresolved():
+    (planned,) = plan([ok_entry(owner="postgres", group=0)])["mounts"]
+    assert (planned["owner"], planned["group"]) == ("postgres", 0)
+    assert not any(option.startswith(("uid=", "gid=")) for option in planned["options"])
+
+
+def test_absent_entry_nested_in_mounted_is_allowed():
+    result = plan([ok_entry(path="/var/cache/x"), ok_entry(path="/var/cache/x/old", state="absent")])
+    assert result["errors"] == []
+
+
+def test_plan_summary_lines():
+    result = plan([ok_entry(path="/tmp", size="60%"), ok_entry(path="/srv/swapping", noswap=True),
+                   ok_entry(path="/srv/data")])
+    lines = plan_summary(result)
+    assert lines[0].startswith("/tmp: remount tmpfs of 9.6 GiB with size=60% (size 8.0 GiB -> 9.6 GiB)")
+    assert lines[1].endswith("reboot required for noswap")
+    assert lines[2].startswith("/srv/data: refuse")
+    assert lines[3].startswith("error: Host web01: tmpfs_mounts[2].path is '/srv/data'")
+
+
+def test_label_names_the_entry_in_errors_and_output():
+    result = plan([ok_entry(path="/tmp", size="10X", label="tmpfs_tmp"), ok_entry(path="/tmp", label="x")])
+    assert any("tmpfs_tmp.size is '10X'" in error for error in result["errors"])
+    assert any("x.path is '/tmp': the same mount point as tmpfs_tmp.path" in error for error in result["errors"])
+    good = plan([ok_entry(path="/srv/empty", label="tmpfs_tmp")])
+    assert good["mounts"][0]["label"] == "tmpfs_tmp"

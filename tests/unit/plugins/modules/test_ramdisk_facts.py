@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Run ramdisk_facts for real on this machine and check it against /proc."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import ansible_collections.ramdisk.provision.plugins.modules.ramdisk_facts as module_under_test
+from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_meminfo, parse_mountinfo
+
+MODULE_NAME = module_under_test.__name__
+
+
+def run_module(tmp_path, **args):
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "-m", MODULE_NAME, str(args_file)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def facts(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("facts")
+    scanned = tmp_path / "scanned"
+    (scanned / "sub").mkdir(parents=True)
+    (scanned / "sub" / "file").write_bytes(b"z" * 10000)
+    result = run_module(tmp_path, paths=[str(scanned), str(tmp_path / "missing"), "relative"], scan_timeout=5)
+    assert result.get("failed") is not True, result
+    assert result["changed"] is False
+    assert set(result) - {"changed", "invocation", "_ansible_no_log", "warnings", "deprecations"} == {"ansible_facts"}
+    return result["ansible_facts"]["ramdisk"], scanned, tmp_path
+
+
+def test_top_level_keys(facts):
+    ramdisk, _scanned, _tmp = facts
+    assert set(ramdisk) == {"memory", "swap", "paths", "mounts", "support", "tmp_gate"}
+
+
+def test_memory_matches_proc(facts):
+    ramdisk, _scanned, _tmp = facts
+    with open("/proc/meminfo") as handle:
+        meminfo = parse_meminfo(handle.read())
+    memory = ramdisk["memory"]
+    assert memory["total_bytes"] == meminfo["MemTotal"]
+    # Available and free memory move between the two reads; allow 512 MiB.
+    assert abs(memory["available_bytes"] - meminfo["MemAvailable"]) < 512 * 1024 ** 2
+    assert abs(memory["free_bytes"] - meminfo["MemFree"]) < 512 * 1024 ** 2
+    assert memory["shmem_bytes"] >= 0
+    assert ramdisk["swap"]["total_bytes"] == meminfo["SwapTotal"]
+    assert sum(device["size_bytes"] for device in ramdisk["swap"]["devices"]) <= meminfo["SwapTotal"] + 1024 ** 2
+
+
+def test_paths(facts):
+    ramdisk, scanned, tmp_path = facts
+    entry = ramdisk["paths"][str(scanned)]
+    assert entry["exists"] and entry["is_dir"] and entry["complete"]
+    assert entry["empty"] is False
+    assert entry["inodes"] == 3
+    assert entry["usage_bytes"] >= 10000
+    assert entry["mountpoint"] is False
+    assert entry["uid"] == os.getuid()
+    assert len(entry["mode"]) == 4
+    missing = ramdisk["paths"][str(tmp_path / "missing")]
+    assert missing["exists"] is False and missing["empty"] is None and missing["usage_bytes"] is None
+    assert ramdisk["paths"]["relative"]["error"] == "not an absolute path"
+
+
+def test_mounts_consistent_with_mountinfo(facts):
+    ramdisk, _scanned, _tmp = facts
+    with open("/proc/self/mountinfo") as handle:
+        live = parse_mountinfo(handle.read())
+    tmpfs_points = sorted(mount["mount_point"] for mount in live if mount["fstype"] in ("tmpfs", "ramfs"))
+    reported = sorted(mount["path"] for mount in ramdisk["mounts"] if mount["fstype"] in ("tmpfs", "ramfs"))
+    assert reported == tmpfs_points
+    for mount in ramdisk["mounts"]:
+        assert set(mount) >= {"path", "fstype", "source", "options", "size_bytes", "used_bytes", "inodes_total",
+                              "inodes_used", "usage_from"}
+        if mount["usage_from"] == "statvfs" and mount["size_bytes"]:
+            assert 0 <= mount["used_bytes"] <= mount["size_bytes"]
+
+
+def test_support_and_gate(facts):
+    ramdisk, _scanned, _tmp = facts
+    support = ramdisk["support"]
+    with open("/proc/filesystems") as handle:
+        assert support["tmpfs"] is ("tmpfs" in handle.read())
+    assert support["kernel"] == os.uname().release
+    assert isinstance(support["zram_algorithms"], list)
+    assert support["container"] in (None, "docker", "podman", "lxc", "systemd-nspawn") or support["container"]
+    gate = ramdisk["tmp_gate"]
+    assert gate["path"] == "/tmp"
+    assert set(gate) >= {"fits_half_ram", "fits_free_memory_and_swap", "recommended", "reasons", "usage_bytes",
+                         "complete", "tmp_is_ram_backed"}
+    assert gate["reasons"]
+
+
+def test_bad_scan_timeout_fails(tmp_path):
+    result = run_module(tmp_path, scan_timeout=-1)
+    assert result["failed"] is True
+    assert "scan_timeout" in result["msg"]
+
+
+def test_tree_verify_module(tmp_path):
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f").write_text("data")
+    dest = tmp_path / "dest"
+    subprocess.run(["cp", "-a", str(src), str(dest)], check=True)
+    args_file = tmp_path / "verify.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    name = MODULE_NAME.replace("ramdisk_facts", "tree_verify")
+
+    def verify(**args):
+        args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+        proc = subprocess.run([sys.executable, "-m", name, str(args_file)], capture_output=True, text=True, env=env)
+        return json.loads(proc.stdout)
+
+    good = verify(src=str(src), dest=str(dest))
+    assert good["matched"] is True and good["entries"] == 3 and good["changed"] is False
+    (dest / "d" / "f").write_text("DATA")
+    bad = verify(src=str(src), dest=str(dest))
+    assert bad["failed"] is True and bad["matched"] is False
+    assert "'d/f' differs in content (sha256)" in bad["msg"]
+    soft = verify(src=str(src), dest=str(dest), fail_on_mismatch=False, compare_mtime=False)
+    assert soft.get("failed") is not True and soft["mismatch_count"] == 1
