@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 PY=${PYTHON:-python3.11}
-APT_PACKAGES=(docker.io debootstrap fio rsync)
+APT_PACKAGES=(docker.io debootstrap fio rsync shellcheck)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

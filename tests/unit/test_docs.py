@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""docs/ is in sync with the sources, and every role's argument specs match its defaults."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GEN_DOCS = os.path.join(REPO_ROOT, "scripts", "docs", "gen_docs.py")
+ROLES = sorted(
+    os.path.basename(os.path.dirname(os.path.dirname(path)))
+    for path in glob.glob(os.path.join(REPO_ROOT, "roles", "*", "meta", "argument_specs.yml"))
+)
+
+
+def _load(path):
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def test_docs_in_sync():
+    result = subprocess.run(
+        [sys.executable, GEN_DOCS, "--check"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_gen_docs_check_names_a_stale_page(tmp_path):
+    """--check against a copy with one page edited and one removed names both and the fix."""
+    for name in ("galaxy.yml", "roles", "plugins", "docs"):
+        source = os.path.join(REPO_ROOT, name)
+        target = tmp_path / name
+        if os.path.isdir(source):
+            shutil.copytree(source, target)
+        else:
+            shutil.copyfile(source, target)
+    subprocess.run([sys.executable, GEN_DOCS, "--root", str(tmp_path)], check=True, capture_output=True)
+    (tmp_path / "docs" / "README.md").write_text("edited by hand\n", encoding="utf-8")
+    (tmp_path / "docs" / "roles" / "tmpfs.md").unlink()
+    result = subprocess.run(
+        [sys.executable, GEN_DOCS, "--check", "--root", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1
+    assert "docs/README.md differs" in result.stderr
+    assert "docs/roles/tmpfs.md missing" in result.stderr
+    assert "python scripts/docs/gen_docs.py" in result.stderr
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_argument_specs_match_defaults(role):
+    role_dir = os.path.join(REPO_ROOT, "roles", role)
+    specs = _load(os.path.join(role_dir, "meta", "argument_specs.yml")) or {}
+    main = (specs.get("argument_specs") or {}).get("main")
+    assert main is not None, "roles/%s/meta/argument_specs.yml has no entry point main" % role
+    spec_keys = set(main.get("options") or {})
+    defaults_path = os.path.join(role_dir, "defaults", "main.yml")
+    default_keys = set((_load(defaults_path) or {}) if os.path.exists(defaults_path) else {})
+
+    problems = []
+    only_in_specs = sorted(spec_keys - default_keys)
+    only_in_defaults = sorted(default_keys - spec_keys)
+    if only_in_specs:
+        problems.append(
+            "in roles/%s/meta/argument_specs.yml (main) but missing from roles/%s/defaults/main.yml: %s"
+            % (role, role, ", ".join(only_in_specs))
+        )
+    if only_in_defaults:
+        problems.append(
+            "in roles/%s/defaults/main.yml but missing from roles/%s/meta/argument_specs.yml (main): %s"
+            % (role, role, ", ".join(only_in_defaults))
+        )
+    assert not problems, "; ".join(problems)
