@@ -18,9 +18,9 @@ def findmnt(host, path):
 def option(entry, name):
     """Value of NAME=value in a findmnt entry's options, or True for a bare flag, or None."""
     for opt in entry["options"]:
-        key, _, value = opt.partition("=")
+        key, sep, value = opt.partition("=")
         if key == name:
-            return value or True
+            return value if sep else True
     return None
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ description:
   - Judges whether C(/tmp) should go to tmpfs (C(tmp_gate)). C(/tmp) is scanned for that even when it is not in
     O(paths); it is then not added to C(paths).
   - Never changes the host and creates no zram or brd devices.
-author: ramdisk.provision maintainers
+author: ramdisk.provision maintainers (@ramdisk-provision)
 options:
   paths:
     description:

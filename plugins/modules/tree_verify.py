@@ -1,5 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ description:
     copying changes) and extended attributes.
   - Walks each tree on its own file system only and never follows symbolic links.
   - Never changes the host.
-author: ramdisk.provision maintainers
+author: ramdisk.provision maintainers (@ramdisk-provision)
 options:
   src:
     description: The tree that was copied from.

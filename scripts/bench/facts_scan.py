@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Time the tree walker ramdisk_facts uses against `du -sx` plus `find | wc -l`.
 
@@ -107,8 +106,8 @@ def main(argv=None):
     for size, ours_s, theirs_s in rows:
         growth_ours = "-" if previous is None else "%.1f" % (ours_s / previous[1])
         growth_theirs = "-" if previous is None else "%.1f" % (theirs_s / previous[2])
-        print("%10d %10.3f %12.3f %8.2f %12s %12s" % (size, ours_s, theirs_s, ours_s / theirs_s,
-                                                        growth_ours, growth_theirs))
+        ratio = ours_s / theirs_s
+        print("%10d %10.3f %12.3f %8.2f %12s %12s" % (size, ours_s, theirs_s, ratio, growth_ours, growth_theirs))
         previous = (size, ours_s, theirs_s)
     print("target: ratio <= 1.00 and growth about 10 per 10x (linear); printed, not asserted")
     if wrong:

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Runs `ansible-test sanity` for Python 3.11 on a fresh copy of the collection, offline.
+# Usage: scripts/test/sanity.sh [--core X.Y] [more ansible-test sanity options, e.g. --test pep8]
+#   --core X.Y  use the newest ansible-core X.Y.* from PyPI in .cache/venv-core-X.Y instead of .venv
+# The copy (.cache/ansible-test[-core-X.Y]/ansible_collections/ramdisk/provision) holds the tracked and the
+# untracked-but-not-ignored files, so ansible-test lints only the product and writes its
+# tests/output there, not in the repo.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+PYTHON_VERSION=3.11
+core=
+extra=()
+while (($#)); do
+  case $1 in
+    --core)
+      [[ $# -ge 2 && $2 =~ ^2\.[0-9]+$ ]] || { echo "sanity: --core wants a version such as 2.17" >&2; exit 2; }
+      core=$2
+      shift 2
+      ;;
+    -h | --help)
+      sed -n '2,7p' "$0"
+      exit 0
+      ;;
+    *)
+      extra+=("$1")
+      shift
+      ;;
+  esac
+done
+
+started=$SECONDS
+venv=.venv
+if [[ -n $core ]]; then
+  venv=.cache/venv-core-$core
+  stamp=$venv/.ansible-core
+  if [[ ! -x $venv/bin/ansible-test || ! -f $stamp ]]; then
+    echo "sanity: creating $venv with ansible-core $core.* from PyPI"
+    rm -rf "$venv"
+    "python$PYTHON_VERSION" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "ansible-core==$core.*"
+    "$venv/bin/python" -c 'import ansible; print(ansible.__version__)' > "$stamp"
+  fi
+fi
+[[ -x $venv/bin/ansible-test ]] || { echo "sanity: $venv/bin/ansible-test missing; run scripts/bootstrap.sh" >&2; exit 2; }
+core_version=$("$venv/bin/python" -c 'import ansible; print(ansible.__version__)')
+echo "sanity: ansible-core $core_version from $venv"
+
+# ansible-test bootstraps pip in each venv it makes with get-pip.py from a host we cannot reach;
+# the file name carries the pip version this ansible-test asks for.
+pip_version=$("$venv/bin/python" - <<'EOF'
+import os, re, ansible_test
+source = open(os.path.join(os.path.dirname(ansible_test.__file__), '_internal', 'python_requirements.py')).read()
+print(re.search(r"""\bpip\s*=\s*['"]([0-9.]+)['"]""", source).group(1))
+EOF
+)
+standin=$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py
+if [[ -f $standin ]] && ! grep -q "Offline stand-in for pip's get-pip.py" "$standin"; then
+  echo "sanity: keeping the real get-pip $pip_version already at $standin"
+elif ! cmp -s scripts/test/get_pip_standin.py "$standin"; then
+  mkdir -p "$(dirname "$standin")"
+  cp scripts/test/get_pip_standin.py "$standin"
+  echo "sanity: installed the get-pip $pip_version stand-in at $standin"
+else
+  echo "sanity: get-pip $pip_version stand-in present at $standin"
+fi
+
+# One copy per ansible-core so runs with --core can go on beside the default one.
+work=.cache/ansible-test${core:+-core-$core}
+copy=$work/ansible_collections/ramdisk/provision
+rm -rf "$copy"
+mkdir -p "$copy"
+git ls-files -z -co --exclude-standard |
+  while IFS= read -r -d '' path; do
+    # a tracked file deleted in the work tree is still listed
+    if [[ -e $path || -L $path ]]; then printf '%s\0' "$path"; fi
+  done |
+  xargs -0 -r cp -a --parents -t "$copy"
+# ansible-test lists content with git from the nearest .git upwards; without one here it would
+# find the repo, where .cache/ is ignored, and see no files. The copied .gitignore keeps
+# tests/output out.
+git init -q "$copy"
+echo "sanity: copied $(find "$copy" -type f | wc -l) files to $copy"
+
+log=$work/sanity-$core_version.log
+echo "sanity: running ansible-test sanity --venv --python $PYTHON_VERSION ${extra[*]} (log: $log)"
+rc=0
+(cd "$copy" && "$OLDPWD/$venv/bin/ansible-test" sanity --venv --python "$PYTHON_VERSION" --color no "${extra[@]}") \
+  > "$log" 2>&1 || rc=$?
+
+# Summary from ansible-test's own messages; the full output stays in the log.
+ran=$(grep -c '^Running sanity test ' "$log" || true)
+missing=$(sed -nE 's/^WARNING: Required program "([^"]+)" not found.*/\1/p' "$log" | sort -u | paste -sd " " -)
+echo "sanity: $ran tests run${missing:+; skipped for want of a program: $missing}"
+if ((rc)); then
+  sed -nE 's/^ERROR: Found ([0-9]+) (.+) issue\(s\).*/sanity:   FAILED \2: \1 issue(s)/p' "$log"
+  grep -E '^ERROR: [^ ]+:[0-9]+:[0-9]+: ' "$log" | sed 's/^ERROR: /sanity:     /' | head -n 200 || true
+  if ! grep -qE '^ERROR: Found [0-9]+ ' "$log"; then
+    tail -n 20 "$log" | sed 's/^/sanity:   /'
+  fi
+  echo "sanity: FAILED (ansible-test exit $rc, ansible-core $core_version, $((SECONDS - started)) s; full log: $log)"
+  exit 1
+fi
+echo "sanity: PASSED (ansible-core $core_version, $((SECONDS - started)) s)"
