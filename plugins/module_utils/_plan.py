@@ -428,6 +428,7 @@ def _decide(entry, facts, host, var_name, errors):
             entry["action"] = "mount"
         elif entry["migrate"]:
             entry["action"] = "migrate"
+            _check_migration_fits(entry, path_facts, host, where, errors)
         else:
             errors.append("Host %s: %s.path is '%s': the directory is not empty (%s in %s entries), and mounting "
                           "over it would hide that data. Set %s.migrate: true to copy it into the new tmpfs, or "
@@ -494,6 +495,27 @@ def _decide(entry, facts, host, var_name, errors):
         entry["action"] = "remount"
     else:
         entry["action"] = "ok"
+
+
+def _check_migration_fits(entry, path_facts, host, where, errors):
+    """The copy must fit in the new tmpfs, or it would stop half-way (ENOSPC) over the disk data."""
+    usage = path_facts.get("usage_bytes") or 0
+    inodes = path_facts.get("inodes") or 0
+    if not path_facts.get("complete", True):
+        errors.append("Host %s: %s.path is '%s': its usage could not be measured in time (at least %s in %s "
+                      "entries), so it is unknown whether the copy fits. Raise the scan timeout or empty the "
+                      "directory." % (host, where, entry["path"], format_size(usage), inodes))
+        entry["action"] = "refuse"
+    elif entry["size_bytes"] is not None and usage > entry["size_bytes"]:
+        errors.append("Host %s: %s.size is %s: the %s already in '%s' would not fit in it. Set %s.size to at "
+                      "least %s, or free space in the directory first." % (
+                          host, where, _show(entry["size"]), format_size(usage), entry["path"], where,
+                          format_size(usage)))
+        entry["action"] = "refuse"
+    elif entry["nr_inodes"] is not None and inodes > entry["nr_inodes"]:
+        errors.append("Host %s: %s.nr_inodes is %d: the %d entries already in '%s' would not fit. Set %s.nr_inodes "
+                      "to at least %d." % (host, where, entry["nr_inodes"], inodes, entry["path"], where, inodes))
+        entry["action"] = "refuse"
 
 
 def plan_summary(plan):

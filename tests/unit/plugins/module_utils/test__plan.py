@@ -268,3 +268,19 @@ def test_label_names_the_entry_in_errors_and_output():
     assert any("x.path is '/tmp': the same mount point as tmpfs_tmp.path" in error for error in result["errors"])
     good = plan([ok_entry(path="/srv/empty", label="tmpfs_tmp")])
     assert good["mounts"][0]["label"] == "tmpfs_tmp"
+
+
+@pytest.mark.parametrize("entry, where, fact_change, needle", [
+    (ok_entry(path="/var/tmp", size="4096", migrate=True), "tmpfs_mounts[0].size", {},
+     "the 8.0 KiB already in '/var/tmp' would not fit"),
+    (ok_entry(path="/var/tmp", nr_inodes=2, migrate=True), "tmpfs_mounts[0].nr_inodes", {},
+     "the 3 entries already in '/var/tmp' would not fit"),
+    (ok_entry(path="/var/tmp", migrate=True), "tmpfs_mounts[0].path", {"complete": False},
+     "could not be measured in time"),
+])
+def test_migration_must_fit(entry, where, fact_change, needle):
+    facts = dict(FACTS, paths=dict(FACTS["paths"], **{"/var/tmp": dict(FACTS["paths"]["/var/tmp"], **fact_change)}))
+    result = plan([entry], facts)
+    assert result["mounts"][0]["action"] == "refuse"
+    (error,) = result["errors"]
+    assert where in error and needle in error
