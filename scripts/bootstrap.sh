@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
-PY=${PYTHON:-python3.11}
-APT_PACKAGES=(docker.io debootstrap fio rsync shellcheck)
+# Python 3.11: ansible-core 2.19, the newest release that runs on it, is what the tools are pinned to.
+PY=${PYTHON:-$(command -v python3.11 || command -v python3)}
+APT_PACKAGES=(docker.io debootstrap fio rsync shellcheck python3-venv)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
