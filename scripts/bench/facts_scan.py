@@ -2,8 +2,9 @@
 """Time the tree walker ramdisk_facts uses against `du -sx` plus `find | wc -l`.
 
 Builds trees of 10k, 100k and (unless --quick) 1M small files in a temporary directory
-under /var/tmp, removed afterwards. Each figure is the median of 3 warm runs. Exits non-zero
-only when our usage or inode count differs from du's or find's; timings are reported, not judged.
+under /var/tmp, removed afterwards. Each figure is the best of 5 warm runs, ours and theirs
+interleaved; the median ratio is printed too. Exits non-zero only when our usage or inode
+count differs from du's or find's; timings are reported, not judged.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FILES_PER_DIR = 1000
-RUNS = 3
+RUNS = 5
 
 
 def load_tree_module():
@@ -62,15 +63,25 @@ def run_du_find(root):
     return usage, lines
 
 
-def median_seconds(function, *args):
-    function(*args)  # warm the cache so both sides read the same state
-    times = []
-    result = None
+def timed(function, *args):
+    started = time.perf_counter()
+    result = function(*args)
+    return time.perf_counter() - started, result
+
+
+def compare(tree, root):
+    """Best and median seconds of both sides, runs interleaved so that load elsewhere hits both alike."""
+    run_ours(tree, root)  # warm the cache so both sides read the same state
+    run_du_find(root)
+    ours_times, theirs_times = [], []
+    ours = theirs = None
     for _run in range(RUNS):
-        started = time.perf_counter()
-        result = function(*args)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), result
+        seconds, ours = timed(run_ours, tree, root)
+        ours_times.append(seconds)
+        seconds, theirs = timed(run_du_find, root)
+        theirs_times.append(seconds)
+    return (min(ours_times), statistics.median(ours_times), ours,
+            min(theirs_times), statistics.median(theirs_times), theirs)
 
 
 def main(argv=None):
@@ -92,22 +103,25 @@ def main(argv=None):
         for size in sizes:
             grow_tree(root, have, size)
             have = size
-            ours_s, ours = median_seconds(run_ours, tree, root)
-            theirs_s, theirs = median_seconds(run_du_find, root)
+            os.sync()  # write the new tree back now, not while the walks are being timed
+            ours_s, ours_med, ours, theirs_s, theirs_med, theirs = compare(tree, root)
             if ours != theirs:
                 wrong.append("%d files: ours usage=%d inodes=%d, du+find usage=%d inodes=%d"
                              % (size, ours[0], ours[1], theirs[0], theirs[1]))
-            rows.append((size, ours_s, theirs_s))
+            rows.append((size, ours_s, theirs_s, ours_med / theirs_med))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    print("%10s %10s %12s %8s %12s %12s" % ("files", "ours s", "du+find s", "ratio", "ours x/10x", "du+find x/10x"))
+    print("best of %d interleaved runs each; ratio = ours / (du -sx + find | wc -l)" % RUNS)
+    print("%10s %10s %12s %8s %13s %12s %14s" % ("files", "ours s", "du+find s", "ratio", "median ratio",
+                                                  "ours x/10x", "du+find x/10x"))
     previous = None
-    for size, ours_s, theirs_s in rows:
+    for size, ours_s, theirs_s, median_ratio in rows:
         growth_ours = "-" if previous is None else "%.1f" % (ours_s / previous[1])
         growth_theirs = "-" if previous is None else "%.1f" % (theirs_s / previous[2])
         ratio = ours_s / theirs_s
-        print("%10d %10.3f %12.3f %8.2f %12s %12s" % (size, ours_s, theirs_s, ratio, growth_ours, growth_theirs))
+        print("%10d %10.3f %12.3f %8.2f %13.2f %12s %14s" % (size, ours_s, theirs_s, ratio, median_ratio,
+                                                          growth_ours, growth_theirs))
         previous = (size, ours_s, theirs_s)
     print("target: ratio <= 1.00 and growth about 10 per 10x (linear); printed, not asserted")
     if wrong:
