@@ -6,21 +6,29 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_summary, plan_tmpfs
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_ramfs, plan_summary, plan_tmpfs
+
+
+def _checked(name, planner, mounts, facts, host, var_name, defaults):
+    if facts is not None and not isinstance(facts, dict):
+        raise AnsibleFilterError("%s: facts must be ansible_facts['ramdisk'] (a mapping), not %s"
+                                 % (name, type(facts).__name__))
+    if defaults is not None and not isinstance(defaults, dict):
+        raise AnsibleFilterError("%s: defaults must be a mapping, not %s" % (name, type(defaults).__name__))
+    return planner(mounts, facts or {}, host=str(host), var_name=str(var_name), defaults=defaults)
 
 
 def tmpfs_plan(mounts, facts=None, host="localhost", var_name="tmpfs_mounts", defaults=None):
-    if facts is not None and not isinstance(facts, dict):
-        raise AnsibleFilterError("tmpfs_plan: facts must be ansible_facts['ramdisk'] (a mapping), not %s"
-                                 % type(facts).__name__)
-    if defaults is not None and not isinstance(defaults, dict):
-        raise AnsibleFilterError("tmpfs_plan: defaults must be a mapping, not %s" % type(defaults).__name__)
-    return plan_tmpfs(mounts, facts or {}, host=str(host), var_name=str(var_name), defaults=defaults)
+    return _checked("tmpfs_plan", plan_tmpfs, mounts, facts, host, var_name, defaults)
 
 
-def tmpfs_plan_summary(plan):
+def ramfs_plan(mounts, facts=None, host="localhost", var_name="ramfs_mounts", defaults=None):
+    return _checked("ramfs_plan", plan_ramfs, mounts, facts, host, var_name, defaults)
+
+
+def mount_plan_summary(plan):
     if not isinstance(plan, dict):
-        raise AnsibleFilterError("tmpfs_plan_summary: the input must be the result of tmpfs_plan, not %s"
+        raise AnsibleFilterError("mount_plan_summary: the input must be the result of tmpfs_plan, not %s"
                                  % type(plan).__name__)
     return plan_summary(plan)
 
@@ -29,5 +37,6 @@ class FilterModule(object):
     def filters(self):
         return {
             "tmpfs_plan": tmpfs_plan,
-            "tmpfs_plan_summary": tmpfs_plan_summary,
+            "ramfs_plan": ramfs_plan,
+            "mount_plan_summary": mount_plan_summary,
         }

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Validation and planning for RAM-backed mounts, shared by the backend roles.
 
-plan_tmpfs() turns the user's list (e.g. tmpfs_mounts) and the ramdisk_facts of a host into
+plan_tmpfs() and plan_ramfs() turn the user's list (e.g. tmpfs_mounts) and the ramdisk_facts of a host into
 normalized entries with an action each, plus error sentences that name the host, the variable,
 the bad value and the fix. It never touches the host.
 
@@ -35,6 +35,12 @@ STATES = ("mounted", "absent")
 ENTRY_KEYS = (
     "path", "size", "nr_inodes", "mode", "owner", "group", "huge", "mpol", "noswap", "noatime",
     "nosuid", "nodev", "noexec", "options", "state", "migrate", "label",
+)
+# ramfs has no size limit, inode limit, huge pages, NUMA policy or noswap: max_size is what it is
+# allowed to hold, counted against RAM by the planner, never given to the kernel.
+RAMFS_ENTRY_KEYS = (
+    "path", "max_size", "mode", "owner", "group", "noatime", "nosuid", "nodev", "noexec", "options", "state",
+    "migrate", "label",
 )
 FLAG_KEYS = ("noswap", "noatime", "nosuid", "nodev", "noexec")
 # A flag set to true contradicts these extra options.
@@ -226,6 +232,18 @@ def _path_facts(facts, raw, path):
 
 def plan_tmpfs(mounts, facts, host="localhost", var_name="tmpfs_mounts", defaults=None):
     """Validate and plan tmpfs mounts; see the module docstring. Returns {'mounts', 'errors'}."""
+    return _plan(mounts, facts, host, var_name, defaults, "tmpfs")
+
+
+def plan_ramfs(mounts, facts, host="localhost", var_name="ramfs_mounts", defaults=None):
+    """Validate and plan ramfs mounts: like tmpfs, with a declared max_size instead of a kernel limit."""
+    return _plan(mounts, facts, host, var_name, defaults, "ramfs")
+
+
+def _plan(mounts, facts, host, var_name, defaults, backend):
+    ramfs = backend == "ramfs"
+    entry_keys = RAMFS_ENTRY_KEYS if ramfs else ENTRY_KEYS
+    size_key = "max_size" if ramfs else "size"
     errors = []
     planned = []
     facts = facts or {}
@@ -251,8 +269,8 @@ def plan_tmpfs(mounts, facts, host="localhost", var_name="tmpfs_mounts", default
             entry.error(None, item, "not a mapping", "Give each mount as a mapping with at least path and size.")
             continue
         for key in item:
-            if key not in ENTRY_KEYS:
-                entry.error(key, item[key], "an unknown key", "Valid keys are %s." % ", ".join(ENTRY_KEYS))
+            if key not in entry_keys:
+                entry.error(key, item[key], "an unknown key", "Valid keys are %s." % ", ".join(entry_keys))
         values = dict(defaults)
         values.update({key: value for key, value in item.items() if value is not None})
 
@@ -266,27 +284,29 @@ def plan_tmpfs(mounts, facts, host="localhost", var_name="tmpfs_mounts", default
         for flag in FLAG_KEYS:
             flags[flag] = _as_bool(entry, flag, values.get(flag, False))
 
-        size = values.get("size")
+        size = values.get(size_key)
         size_bytes = size_option = None
         if size is None:
             if state == "mounted":
-                entry.error("size", size, "required for a mounted tmpfs",
-                            "Set size, e.g. '50%', '2G' or 'min(ram / 2, 8G)'.")
+                entry.error(size_key, size, "required for a mounted %s" % backend,
+                            "Set %s, e.g. '50%%', '2G' or 'min(ram / 2, 8G)'." % size_key
+                            + (" ramfs itself has no limit: this is what the mount may hold, counted against "
+                               "RAM." if ramfs else ""))
         elif mem_total:
             try:
-                size_option = tmpfs_size_option(size, mem_total)
+                size_option = None if ramfs else tmpfs_size_option(size, mem_total)
                 size_bytes = tmpfs_size_bytes(size, mem_total)
             except SizeError as exc:
-                entry.error("size", size, str(exc),
+                entry.error(size_key, size, str(exc),
                             "Use bytes, a binary unit (512M, 2G), a percentage of RAM (50%) or an "
                             "expression such as min(ram / 2, 8G).")
             else:
                 if size_bytes > mem_total:
-                    entry.error("size", size, "%s, above this host's RAM of %s" % (
+                    entry.error(size_key, size, "%s, above this host's RAM of %s" % (
                         format_size(size_bytes), format_size(mem_total)),
                         "Use at most %s, e.g. '50%%' or 'min(ram / 2, 8G)'." % format_size(mem_total))
 
-        nr_inodes = values.get("nr_inodes")
+        nr_inodes = None if ramfs else values.get("nr_inodes")
         if nr_inodes is not None:
             try:
                 nr_inodes = parse_count(nr_inodes)
@@ -304,11 +324,11 @@ def plan_tmpfs(mounts, facts, host="localhost", var_name="tmpfs_mounts", default
         group = values.get("group")
         if group is not None:
             group = _check_account(entry, "group", group)
-        huge = values.get("huge")
+        huge = None if ramfs else values.get("huge")
         if huge is not None and huge not in HUGE_CHOICES:
             entry.error("huge", huge, "not a tmpfs huge page policy", "Use one of %s." % ", ".join(HUGE_CHOICES))
             huge = None
-        mpol = values.get("mpol")
+        mpol = None if ramfs else values.get("mpol")
         if mpol is not None and (not isinstance(mpol, str) or not _MPOL_RE.match(mpol)):
             entry.error("mpol", mpol, "not a NUMA memory policy",
                         "Use default, local, prefer:<node>, bind:<nodelist> or interleave[:<nodelist>].")
@@ -346,14 +366,17 @@ def plan_tmpfs(mounts, facts, host="localhost", var_name="tmpfs_mounts", default
         planned.append({
             "index": index,
             "label": entry.where,
+            "backend": backend,
             "path": path,
             "path_given": raw_path,
             "state": state,
-            "fstype": "tmpfs",
-            "src": "tmpfs",
+            "fstype": backend,
+            "src": backend,
             "size": size,
             "size_option": size_option,
-            "size_bytes": size_bytes,
+            # ramfs: what the mount may hold (max_size), counted against RAM; the kernel never sees it.
+            "size_bytes": None if ramfs else size_bytes,
+            "ram_bytes": size_bytes,
             "nr_inodes": nr_inodes,
             "mode": mode,
             "owner": owner,
@@ -367,6 +390,7 @@ def plan_tmpfs(mounts, facts, host="localhost", var_name="tmpfs_mounts", default
             "current": None,
             "action": None,
             "changes": [],
+            "warnings": [],
             "noswap_change": False,
             "reboot_required": False,
         })
@@ -401,17 +425,16 @@ def _decide(entry, facts, host, var_name, errors):
         entry["action"] = "refuse"
         return
     path_facts = path_facts or {}
+    backend = entry["fstype"]
+    other = None
     if live is None and path_facts.get("mountpoint"):
-        fstype = path_facts.get("fstype")
-        errors.append("Host %s: %s.path is '%s': a %s file system from %s is mounted there, not tmpfs. Unmount it "
-                      "yourself or choose another path; the tmpfs role will not replace it."
-                      % (host, where, path, fstype, path_facts.get("source")))
-        entry["action"] = "refuse"
-        return
-    if live is not None and live.get("fstype") != "tmpfs":
-        errors.append("Host %s: %s.path is '%s': a %s file system from %s is mounted there, not tmpfs. Unmount it "
-                      "yourself or choose another path; the tmpfs role will not replace it."
-                      % (host, where, path, live.get("fstype"), live.get("source")))
+        other = (path_facts.get("fstype"), path_facts.get("source"))
+    elif live is not None and live.get("fstype") != backend:
+        other = (live.get("fstype"), live.get("source"))
+    if other is not None:
+        errors.append("Host %s: %s.path is '%s': a %s file system from %s is mounted there, not %s. Unmount it "
+                      "yourself or choose another path; the %s role will not replace it."
+                      % (host, where, path, other[0], other[1], backend, backend))
         entry["action"] = "refuse"
         return
 
@@ -485,6 +508,10 @@ def _decide(entry, facts, host, var_name, errors):
                        % (str(live_noswap).lower(), str(entry["noswap"]).lower()))
     entry["remount_options"] = remount
     entry["changes"] = changes
+    if backend == "ramfs" and entry["ram_bytes"] is not None and (live.get("used_bytes") or 0) > entry["ram_bytes"]:
+        # ramfs grows until RAM runs out; the kernel will not stop it, so say so loudly.
+        entry["warnings"].append("%s holds %s, above its max_size of %s: ramfs has no limit of its own" % (
+            path, format_size(live.get("used_bytes")), format_size(entry["ram_bytes"])))
 
     if refuse:
         errors.append("Host %s: %s.path is '%s': %s. Shrinking a tmpfs under its data fails, and a failed remount "
@@ -506,10 +533,11 @@ def _check_migration_fits(entry, path_facts, host, where, errors):
                       "entries), so it is unknown whether the copy fits. Raise the scan timeout or empty the "
                       "directory." % (host, where, entry["path"], format_size(usage), inodes))
         entry["action"] = "refuse"
-    elif entry["size_bytes"] is not None and usage > entry["size_bytes"]:
-        errors.append("Host %s: %s.size is %s: the %s already in '%s' would not fit in it. Set %s.size to at "
+    elif entry["ram_bytes"] is not None and usage > entry["ram_bytes"]:
+        key = "max_size" if entry["fstype"] == "ramfs" else "size"
+        errors.append("Host %s: %s.%s is %s: the %s already in '%s' would not fit in it. Set %s.%s to at "
                       "least %s, or free space in the directory first." % (
-                          host, where, _show(entry["size"]), format_size(usage), entry["path"], where,
+                          host, where, key, _show(entry["size"]), format_size(usage), entry["path"], where, key,
                           format_size(usage)))
         entry["action"] = "refuse"
     elif entry["nr_inodes"] is not None and inodes > entry["nr_inodes"]:
@@ -524,14 +552,16 @@ def plan_summary(plan):
     for entry in plan.get("mounts", []):
         line = "%s: %s" % (entry["path"], entry["action"])
         if entry["state"] == "mounted":
-            line += " tmpfs"
-            if entry.get("size_bytes") is not None:
-                line += " of %s" % format_size(entry["size_bytes"])
+            line += " %s" % entry.get("fstype", "tmpfs")
+            if entry.get("ram_bytes") is not None:
+                line += " of %s" % format_size(entry["ram_bytes"])
             line += " with %s" % ",".join(entry["options"])
         if entry.get("changes"):
             line += " (%s)" % "; ".join(entry["changes"])
         if entry.get("reboot_required"):
             line += "; reboot required for noswap"
+        for warning in entry.get("warnings", []):
+            line += "; WARNING: %s" % warning
         lines.append(line)
     for error in plan.get("errors", []):
         lines.append("error: %s" % error)

@@ -12,7 +12,7 @@ FACTS = {"memory": {"total_bytes": 8 * 1024 ** 3}, "support": {"tmpfs_noswap": F
 
 
 def test_filter_names():
-    assert set(PlanFilters().filters()) == {"tmpfs_plan", "tmpfs_plan_summary"}
+    assert set(PlanFilters().filters()) == {"tmpfs_plan", "ramfs_plan", "mount_plan_summary"}
     assert set(SizeFilters().filters()) == {"to_bytes", "human_size"}
 
 
@@ -43,7 +43,7 @@ def test_tmpfs_plan_filter():
     assert result["errors"] == []
     assert result["mounts"][0]["options"] == ["size=50%", "mode=1777"]
     assert result["mounts"][0]["action"] == "mount"
-    assert filters["tmpfs_plan_summary"](result) == ["/tmp: mount tmpfs of 4.0 GiB with size=50%,mode=1777"]
+    assert filters["mount_plan_summary"](result) == ["/tmp: mount tmpfs of 4.0 GiB with size=50%,mode=1777"]
 
 
 def test_tmpfs_plan_filter_rejects_bad_facts():

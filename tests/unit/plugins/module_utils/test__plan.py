@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_summary, plan_tmpfs
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_ramfs, plan_summary, plan_tmpfs
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import tmpfs_percent_bytes
 
 GIB = 1024 ** 3
@@ -284,3 +284,46 @@ def test_migration_must_fit(entry, where, fact_change, needle):
     assert result["mounts"][0]["action"] == "refuse"
     (error,) = result["errors"]
     assert where in error and needle in error
+
+
+RAMFS_FACTS = dict(FACTS, mounts=FACTS["mounts"] + [
+    _live("/srv/ramfs", 0, used_bytes=3 * GIB, fstype="ramfs", options=["nosuid"]),
+])
+
+
+def ramfs_plan(mounts, facts=None):
+    return plan_ramfs(mounts, RAMFS_FACTS if facts is None else facts, host="h1", var_name="ramfs_mounts")
+
+
+@pytest.mark.parametrize("entry, where, needle", [
+    ({"path": "/srv/empty"}, "ramfs_mounts[0].max_size is missing", "ramfs itself has no limit"),
+    ({"path": "/srv/empty", "max_size": "64T"}, "ramfs_mounts[0].max_size is '64T'", "above this host's RAM"),
+    ({"path": "/srv/empty", "max_size": "1G", "size": "1G"}, "ramfs_mounts[0].size is '1G'", "an unknown key"),
+    ({"path": "/srv/empty", "max_size": "1G", "nr_inodes": 10}, "ramfs_mounts[0].nr_inodes is 10", "an unknown key"),
+    ({"path": "/srv/empty", "max_size": "1G", "noswap": True}, "ramfs_mounts[0].noswap is True", "an unknown key"),
+    ({"path": "/proc/x", "max_size": "1G"}, "ramfs_mounts[0].path is '/proc/x'", "system path"),
+    ({"path": "/var/tmp", "max_size": "4096", "migrate": True}, "ramfs_mounts[0].max_size is '4096'",
+     "would not fit"),
+    ({"path": "/tmp", "max_size": "1G"}, "ramfs_mounts[0].path is '/tmp'", "not ramfs"),
+])
+def test_ramfs_invalid(entry, where, needle):
+    errors = ramfs_plan([entry])["errors"]
+    assert any(where in error and needle in error for error in errors), errors
+
+
+def test_ramfs_valid_entries():
+    result = ramfs_plan([
+        {"path": "/srv/empty", "max_size": "10%", "mode": "0750", "nosuid": True, "nodev": True},
+        {"path": "/var/tmp", "max_size": "1G", "migrate": True},
+        {"path": "/srv/ramfs", "max_size": "1G", "nosuid": True, "noexec": True},
+    ])
+    assert result["errors"] == []
+    fresh, migrated, live = result["mounts"]
+    assert (fresh["action"], fresh["fstype"], fresh["src"]) == ("mount", "ramfs", "ramfs")
+    assert fresh["options"] == ["mode=750", "nosuid", "nodev"]
+    assert fresh["size_bytes"] is None and fresh["ram_bytes"] == tmpfs_percent_bytes(10, RAM)
+    assert migrated["action"] == "migrate"
+    assert live["action"] == "remount"
+    assert live["remount_options"] == ["relatime", "nosuid", "dev", "noexec"]
+    assert any("above its max_size" in warning for warning in live["warnings"])
+    assert not any(option.startswith("size=") for entry in result["mounts"] for option in entry["options"])
