@@ -16,6 +16,8 @@ description:
     counts its entries like C(find -xdev | wc -l), stopping after O(scan_timeout) seconds.
   - Judges whether C(/tmp) should go to tmpfs (C(tmp_gate)). C(/tmp) is scanned for that even when it is not in
     O(paths); it is then not added to C(paths).
+  - Reports every zram device with its algorithm, disk size, memory limit, C(mm_stat) and compression ratio,
+    and whether it is swap, a mounted file system or unused.
   - Never changes the host and creates no zram or brd devices.
 author: ramdisk.provision maintainers (@ramdisk-provision)
 options:
@@ -143,7 +145,9 @@ ansible_facts:
               usage_from: statvfs
               complete: true
         support:
-          description: What the kernel offers now. Loadable modules count unless module loading is disabled.
+          description:
+            - What the kernel offers now. Loadable modules count unless module loading is disabled.
+            - C(zram_algorithms) are those the first zram device offers; empty when there is no zram device.
           type: dict
           returned: always
           sample:
@@ -155,6 +159,41 @@ ansible_facts:
             tmpfs_noswap: true
             container: null
             kernel: 6.8.0-45-generic
+        zram:
+          description:
+            - One entry per zram device (C(/sys/block/zramN)), in number order; empty when there is none.
+            - C(disksize_bytes) is 0 for a device that is not initialised; C(mem_limit_bytes) is 0 for no limit.
+            - C(mm_stat) holds the kernel's fields (Documentation/admin-guide/blockdev/zram.rst); sizes in bytes,
+              C(same_pages), C(pages_compacted), C(huge_pages) and C(huge_pages_since) in pages, null where
+              the kernel lacks the column.
+            - C(compression_ratio) is C(orig_data_size / compr_data_size), null while nothing is stored.
+            - C(used_as) is V(swap) (active swap), V(filesystem) (mounted), V(other) (held by another block
+              device) or V(unused). C(mountpoint) is the first mount point, C(swap_priority) the swap priority.
+          type: list
+          elements: dict
+          returned: always
+          sample:
+            - device: zram0
+              path: /dev/zram0
+              disksize_bytes: 4294967296
+              algorithm: lz4
+              algorithms_offered: [lzo-rle, lzo, lz4]
+              mem_limit_bytes: 0
+              mm_stat:
+                orig_data_size: 1048576
+                compr_data_size: 262144
+                mem_used_total: 282624
+                mem_limit: 0
+                mem_used_max: 282624
+                same_pages: 12
+                pages_compacted: 0
+                huge_pages: 0
+                huge_pages_since: 0
+                compression_ratio: 4.0
+              compression_ratio: 4.0
+              used_as: swap
+              mountpoint: null
+              swap_priority: 100
         tmp_gate:
           description:
             - Whether /tmp should go to tmpfs. It fits when its usage is at most half of RAM and at most
@@ -175,7 +214,6 @@ ansible_facts:
               - /tmp's 1.2 MiB fits in free memory and swap (22.7 GiB).
 """
 
-import glob
 import os
 import stat
 
@@ -192,10 +230,15 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
     parse_meminfo,
     parse_mountinfo,
     parse_swaps,
-    parse_zram_algorithms,
     ram_block_kind,
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import is_empty_dir, tree_usage
+from ansible_collections.ramdisk.provision.plugins.module_utils._zram import (
+    device_number,
+    device_usage,
+    read_device,
+    swap_devs,
+)
 
 TMP = "/tmp"
 _MODULE_FILE_SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")
@@ -253,9 +296,8 @@ def _module_present(release, names):
     return False
 
 
-def support_facts(filesystems, release, container):
+def support_facts(filesystems, release, container, zram_devices=()):
     modules_disabled = (_read("/proc/sys/kernel/modules_disabled", "0") or "0").strip() == "1"
-    zram_devices = sorted(glob.glob("/sys/block/zram*"))
     zram = bool(
         os.path.exists("/sys/class/zram-control")
         or zram_devices
@@ -263,12 +305,8 @@ def support_facts(filesystems, release, container):
         or (not modules_disabled and _module_present(release, ("zram",)))
     )
     brd = bool(os.path.exists("/sys/module/brd") or (not modules_disabled and _module_present(release, ("brd",))))
-    algorithms = []
-    for device in zram_devices:
-        text = _read(os.path.join(device, "comp_algorithm"))
-        if text:
-            algorithms = parse_zram_algorithms(text)["algorithms"]
-            break
+    # The kernel offers the same algorithms on every device; the first one tells.
+    algorithms = list(zram_devices[0]["algorithms_offered"]) if zram_devices else []
     return {
         "tmpfs": "tmpfs" in filesystems,
         "ramfs": "ramfs" in filesystems,
@@ -279,6 +317,40 @@ def support_facts(filesystems, release, container):
         "container": container,
         "kernel": release,
     }
+
+
+def zram_facts(mountinfo, swaps):
+    """One entry per zram device, in number order."""
+    try:
+        names = sorted((name for name in os.listdir("/sys/block") if device_number(name) is not None),
+                       key=device_number)
+    except OSError:
+        names = []
+    devs = swap_devs(swaps, os.stat)
+    devices = []
+    for name in names:
+        state = read_device(name, _read)
+        if state is None:
+            continue
+        try:
+            holders = sorted(os.listdir(os.path.join("/sys/block", name, "holders")))
+        except OSError:
+            holders = []
+        usage = device_usage(name, state["dev"], swaps, mountinfo, holders, swap_devs=devs)
+        devices.append({
+            "device": name,
+            "path": "/dev/" + name,
+            "disksize_bytes": state["disksize"],
+            "algorithm": state["algorithm"],
+            "algorithms_offered": state["algorithms"],
+            "mem_limit_bytes": state["mem_limit"],
+            "mm_stat": state["mm_stat"],
+            "compression_ratio": state["mm_stat"]["compression_ratio"],
+            "used_as": usage["used_as"],
+            "mountpoint": usage["mountpoints"][0] if usage["mountpoints"] else None,
+            "swap_priority": usage["swap_priority"],
+        })
+    return devices
 
 
 def container_facts():
@@ -377,7 +449,8 @@ def gather(paths, scan_timeout):
         "free_bytes": meminfo.get("SwapFree", 0),
         "devices": parse_swaps(_read("/proc/swaps", "")),
     }
-    support = support_facts(parse_filesystems(_read("/proc/filesystems", "")), release, container_facts())
+    zram = zram_facts(mountinfo, swap["devices"])
+    support = support_facts(parse_filesystems(_read("/proc/filesystems", "")), release, container_facts(), zram)
 
     path_entries = {}
     for path in paths:
@@ -414,6 +487,7 @@ def gather(paths, scan_timeout):
         "mounts": mount_facts(mountinfo, scan_timeout),
         "support": support,
         "tmp_gate": gate,
+        "zram": zram,
     }
 
 

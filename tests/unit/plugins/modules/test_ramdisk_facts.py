@@ -40,7 +40,7 @@ def facts(tmp_path_factory):
 
 def test_top_level_keys(facts):
     ramdisk, _scanned, _tmp = facts
-    assert set(ramdisk) == {"memory", "swap", "paths", "mounts", "support", "tmp_gate"}
+    assert set(ramdisk) == {"memory", "swap", "paths", "mounts", "support", "tmp_gate", "zram"}
 
 
 def test_memory_matches_proc(facts):
@@ -131,3 +131,66 @@ def test_tree_verify_module(tmp_path):
     assert "'d/f' differs in content (sha256)" in bad["msg"]
     soft = verify(src=str(src), dest=str(dest), fail_on_mismatch=False, compare_mtime=False)
     assert soft.get("failed") is not True and soft["mismatch_count"] == 1
+
+
+def test_zram_list_matches_sysfs(facts):
+    ramdisk, _scanned, _tmp = facts
+    zram = ramdisk["zram"]
+    assert isinstance(zram, list)
+    for entry in zram:
+        assert set(entry) == {"device", "path", "disksize_bytes", "algorithm", "algorithms_offered", "mem_limit_bytes",
+                              "mm_stat", "compression_ratio", "used_as", "mountpoint", "swap_priority"}
+        assert entry["path"] == "/dev/" + entry["device"]
+        assert entry["used_as"] in ("swap", "filesystem", "other", "unused")
+    if zram:
+        assert ramdisk["support"]["zram_algorithms"] == zram[0]["algorithms_offered"]
+    else:
+        assert ramdisk["support"]["zram_algorithms"] == []
+
+
+ZRAM_CONTROL = "/sys/class/zram-control"
+
+
+@pytest.fixture
+def zram_device():
+    """A zram device of 64 MiB with lz4 made through sysfs, removed afterwards (swap off first)."""
+    if not os.path.isdir(ZRAM_CONTROL) or os.geteuid() != 0 or not os.access(ZRAM_CONTROL + "/hot_remove", os.W_OK):
+        pytest.skip("zram cannot be driven here: no writable %s, or not root" % ZRAM_CONTROL)
+    with open(ZRAM_CONTROL + "/hot_add") as handle:
+        number = int(handle.read())
+    name = "zram%d" % number
+    try:
+        for attr, value in (("comp_algorithm", "lz4"), ("disksize", 64 * 1024 ** 2)):
+            with open("/sys/block/%s/%s" % (name, attr), "w") as handle:
+                handle.write(str(value))
+        yield name
+    finally:
+        subprocess.run(["swapoff", "/dev/" + name], capture_output=True, check=False)
+        with open("/sys/block/%s/reset" % name, "w") as handle:
+            handle.write("1")
+        with open(ZRAM_CONTROL + "/hot_remove", "w") as handle:
+            handle.write(str(number))
+
+
+def test_zram_device_facts(tmp_path, zram_device):
+    path = "/dev/" + zram_device
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, b"ramdisk facts zram " * 50000)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    subprocess.run(["mkswap", path], check=True, capture_output=True)
+    subprocess.run(["swapon", "-p", "3", path], check=True)
+
+    result = run_module(tmp_path, paths=[], scan_timeout=1)
+    entry = [item for item in result["ansible_facts"]["ramdisk"]["zram"] if item["device"] == zram_device][0]
+    assert entry["disksize_bytes"] == 64 * 1024 ** 2
+    assert entry["algorithm"] == "lz4" and "lz4" in entry["algorithms_offered"]
+    assert entry["mem_limit_bytes"] == 0
+    assert entry["used_as"] == "swap" and entry["swap_priority"] == 3 and entry["mountpoint"] is None
+    stats = entry["mm_stat"]
+    assert stats["orig_data_size"] > 0 and stats["compr_data_size"] > 0
+    assert stats["mem_used_total"] >= stats["compr_data_size"]
+    assert entry["compression_ratio"] == round(stats["orig_data_size"] / stats["compr_data_size"], 2) > 1
+    assert result["ansible_facts"]["ramdisk"]["support"]["zram"] is True
