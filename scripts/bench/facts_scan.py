@@ -113,15 +113,15 @@ def main(argv=None):
         shutil.rmtree(workdir, ignore_errors=True)
 
     print("best of %d interleaved runs each; ratio = ours / (du -sx + find | wc -l)" % RUNS)
-    print("%10s %10s %12s %8s %13s %12s %14s" % ("files", "ours s", "du+find s", "ratio", "median ratio",
-                                                  "ours x/10x", "du+find x/10x"))
+    header = ("files", "ours s", "du+find s", "ratio", "median ratio", "ours x/10x", "du+find x/10x")
+    print("%10s %10s %12s %8s %13s %12s %14s" % header)
     previous = None
     for size, ours_s, theirs_s, median_ratio in rows:
         growth_ours = "-" if previous is None else "%.1f" % (ours_s / previous[1])
         growth_theirs = "-" if previous is None else "%.1f" % (theirs_s / previous[2])
         ratio = ours_s / theirs_s
-        print("%10d %10.3f %12.3f %8.2f %13.2f %12s %14s" % (size, ours_s, theirs_s, ratio, median_ratio,
-                                                          growth_ours, growth_theirs))
+        row = (size, ours_s, theirs_s, ratio, median_ratio, growth_ours, growth_theirs)
+        print("%10d %10.3f %12.3f %8.2f %13.2f %12s %14s" % row)
         previous = (size, ours_s, theirs_s)
     print("target: ratio <= 1.00 and growth about 10 per 10x (linear); printed, not asserted")
     if wrong:
