@@ -7,6 +7,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_ramfs, plan_summary, plan_tmpfs
+from ansible_collections.ramdisk.provision.plugins.module_utils._zram_plan import plan_zram
 
 
 def _checked(name, planner, mounts, facts, host, var_name, defaults):
@@ -20,6 +21,10 @@ def _checked(name, planner, mounts, facts, host, var_name, defaults):
 
 def tmpfs_plan(mounts, facts=None, host="localhost", var_name="tmpfs_mounts", defaults=None):
     return _checked("tmpfs_plan", plan_tmpfs, mounts, facts, host, var_name, defaults)
+
+
+def zram_plan(devices, facts=None, host="localhost", var_name="zram_devices", defaults=None):
+    return _checked("zram_plan", plan_zram, devices, facts, host, var_name, defaults)
 
 
 def ramfs_plan(mounts, facts=None, host="localhost", var_name="ramfs_mounts", defaults=None):
@@ -38,5 +43,6 @@ class FilterModule(object):
         return {
             "tmpfs_plan": tmpfs_plan,
             "ramfs_plan": ramfs_plan,
+            "zram_plan": zram_plan,
             "mount_plan_summary": mount_plan_summary,
         }

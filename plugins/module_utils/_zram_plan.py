@@ -1,0 +1,244 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Validation and planning for the zram role: swap devices and file systems on zram.
+
+plan_zram() checks a user list such as zram_devices against a host's ramdisk_facts and returns one
+normalized entry per device, plus error sentences that name the host, the variable, the bad value
+and the fix. File-system entries also carry a mount entry in the shape the shared mount pipeline
+(the ramdisk.provision.mount role) takes, with its action decided like any other RAM mount.
+It never touches the host.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
+    FLAG_KEYS,
+    _Entry,
+    _as_bool,
+    _check_account,
+    _check_extra_options,
+    _check_mode,
+    _check_path,
+    _decide,
+    _is_under,
+)
+from ansible_collections.ramdisk.provision.plugins.module_utils._size import SizeError, format_size, parse_size
+
+ENTRY_KEYS = (
+    "name", "use", "state", "size", "algorithm", "mem_limit", "priority", "path", "fstype", "mkfs_options",
+    "mode", "owner", "group", "discard", "noatime", "nosuid", "nodev", "noexec", "options", "migrate", "label",
+)
+USES = ("swap", "filesystem")
+FSTYPES = ("ext4", "xfs")
+STATES = ("present", "absent")
+# Kernel swap priorities: -1 lets the kernel choose, 0..32767 are set by hand (swapon(8)).
+PRIORITY_RANGE = (-1, 32767)
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+_ALGORITHM_RE = re.compile(r"^[a-z0-9-]+$")
+
+
+def unit_name(name):
+    """The boot-time unit that creates and sizes the device of entry NAME."""
+    return "ramdisk-zram@%s.service" % name
+
+
+def plan_zram(devices, facts, host="localhost", var_name="zram_devices", defaults=None):
+    """Validate and plan zram devices. Returns {'devices': [...], 'errors': [...]}."""
+    errors = []
+    planned = []
+    facts = facts or {}
+    defaults = dict(defaults or {})
+    mem_total = (facts.get("memory") or {}).get("total_bytes")
+    support = facts.get("support") or {}
+    offered = list(support.get("zram_algorithms") or [])
+
+    if devices is None:
+        devices = []
+    if not isinstance(devices, (list, tuple)):
+        errors.append("Host %s: %s is %r: not a list. Give a list of devices, e.g. [{name: swap, use: swap, "
+                      "size: '50%%'}]." % (host, var_name, devices))
+        return {"devices": [], "errors": errors}
+    if not mem_total:
+        errors.append("Host %s: ansible_facts['ramdisk'].memory.total_bytes is missing: sizes cannot be checked. "
+                      "Run ramdisk.provision.ramdisk_facts before planning." % host)
+
+    names = {}
+    paths = {}
+    for index, item in enumerate(devices):
+        entry = _Entry(host, var_name, index, errors, item.get("label") if isinstance(item, dict) else None)
+        if not isinstance(item, dict):
+            entry.error(None, item, "not a mapping", "Give each device as a mapping with at least name, use and size.")
+            continue
+        for key in item:
+            if key not in ENTRY_KEYS:
+                entry.error(key, item[key], "an unknown key", "Valid keys are %s." % ", ".join(ENTRY_KEYS))
+        values = dict(defaults)
+        values.update({key: value for key, value in item.items() if value is not None})
+
+        name = values.get("name")
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            entry.error("name", name, "not a device name this role can use",
+                        "Use 1 to 32 lower-case letters, digits, '-' or '_', starting with a letter or digit, "
+                        "e.g. swap or build; it names the boot unit %s." % unit_name("<name>"))
+            name = None
+        elif name in names:
+            entry.error("name", name, "the same device as %s.name" % names[name], "Give each device its own name.")
+        else:
+            names[name] = entry.where
+
+        state = values.get("state", "present")
+        if state not in STATES:
+            entry.error("state", state, "not a known state", "Use present or absent.")
+        use = values.get("use")
+        if use not in USES:
+            entry.error("use", use, "not a zram use", "Use swap or filesystem.")
+
+        size_bytes = None
+        size = values.get("size")
+        if state == "present":
+            size_bytes = _size(entry, "size", size, mem_total, required=True)
+        mem_limit_bytes = _size(entry, "mem_limit", values.get("mem_limit"), mem_total, required=False)
+
+        algorithm = values.get("algorithm")
+        if algorithm is not None:
+            if not isinstance(algorithm, str) or not _ALGORITHM_RE.match(algorithm):
+                entry.error("algorithm", algorithm, "not an algorithm name", "Use a name such as lz4 or zstd.")
+            elif offered and algorithm not in offered and not _as_bool(
+                    entry, "allow_algorithm_fallback", values.get("allow_algorithm_fallback", False)):
+                entry.error("algorithm", algorithm, "not offered by this host's kernel, which offers %s"
+                            % ", ".join(offered), "Choose one of those, or allow the fallback "
+                            "(zram_allow_algorithm_fallback: true) to take the best one offered.")
+
+        priority = values.get("priority")
+        if use == "swap":
+            if isinstance(priority, bool) or not isinstance(priority, int) or not (
+                    PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]):
+                entry.error("priority", priority, "not a swap priority",
+                            "Use a whole number from -1 to 32767; 100 puts zram above any disk swap.")
+
+        mount = None
+        if use == "filesystem":
+            mount = _filesystem(entry, values, size_bytes, state)
+            if mount is not None:
+                if mount["path"] in paths:
+                    entry.error("path", values.get("path"), "the same mount point as %s.path" % paths[mount["path"]],
+                                "Mount each device at its own path.")
+                else:
+                    paths[mount["path"]] = entry.where
+
+        if not entry.ok:
+            continue
+        planned.append({
+            "index": index,
+            "label": entry.where,
+            "name": name,
+            "unit": unit_name(name),
+            "use": use,
+            "state": state,
+            "size": size,
+            "size_bytes": size_bytes,
+            "algorithm": algorithm,
+            "mem_limit_bytes": mem_limit_bytes,
+            "priority": priority if use == "swap" else None,
+            "fstype": mount["fstype"] if mount else None,
+            "mkfs_options": mount["mkfs_options"] if mount else [],
+            "mount": mount,
+        })
+
+    mounted = [device["mount"] for device in planned if device["mount"] and device["state"] == "present"]
+    for inner in mounted:
+        for outer in mounted:
+            if outer["path"] != inner["path"] and _is_under(inner["path"], outer["path"]):
+                errors.append("Host %s: %s.path is '%s': it is inside %s.path '%s', and nested RAM mounts hide "
+                              "each other depending on mount order. Choose paths that do not contain one another."
+                              % (host, inner["label"], inner["path"], outer["label"], outer["path"]))
+    for device in planned:
+        if device["mount"] is not None:
+            _decide(device["mount"], facts, host, var_name, errors)
+    return {"devices": planned, "errors": errors}
+
+
+def _size(entry, key, value, mem_total, required):
+    if value is None:
+        if required:
+            entry.error(key, value, "required for a device that is present",
+                        "Set %s, e.g. '50%%', '2G' or 'min(ram / 2, 8G)'." % key)
+        return None
+    if not mem_total:
+        return None
+    try:
+        size_bytes = parse_size(value, ram_bytes=mem_total)
+    except SizeError as exc:
+        entry.error(key, value, str(exc), "Use bytes, a binary unit (512M, 2G), a percentage of RAM (50%) or an "
+                    "expression such as min(ram / 2, 8G).")
+        return None
+    if size_bytes > mem_total:
+        entry.error(key, value, "%s, above this host's RAM of %s" % (format_size(size_bytes), format_size(mem_total)),
+                    "Use at most %s; zram compresses, but what it stores still comes out of RAM." % format_size(mem_total))
+        return None
+    return size_bytes
+
+
+def _filesystem(entry, values, size_bytes, state):
+    """The mount entry for the shared pipeline; src is filled in once the device is known."""
+    path = _check_path(entry, values.get("path"))
+    fstype = values.get("fstype", "ext4")
+    if fstype not in FSTYPES:
+        entry.error("fstype", fstype, "not a file system this role makes on zram", "Use ext4 or xfs.")
+    mkfs_options = values.get("mkfs_options") or []
+    if isinstance(mkfs_options, str) or not isinstance(mkfs_options, (list, tuple)) or not all(
+            isinstance(option, str) for option in mkfs_options):
+        entry.error("mkfs_options", mkfs_options, "not a list of strings", "Give them as a list, e.g. ['-m', '0'].")
+        mkfs_options = []
+    mode = values.get("mode")
+    if mode is not None:
+        mode = _check_mode(entry, mode)
+    owner = values.get("owner")
+    if owner is not None:
+        owner = _check_account(entry, "owner", owner)
+    group = values.get("group")
+    if group is not None:
+        group = _check_account(entry, "group", group)
+    flags = {flag: _as_bool(entry, flag, values.get(flag, False)) for flag in FLAG_KEYS if flag != "noswap"}
+    flags["noswap"] = False
+    discard = _as_bool(entry, "discard", values.get("discard", True))
+    extras = _check_extra_options(entry, values.get("options"), flags)
+    migrate = _as_bool(entry, "migrate", values.get("migrate", False))
+    if path is None or not entry.ok:
+        return None
+    # discard hands freed blocks back, so deleted files stop holding RAM; makefs lets systemd make the file
+    # system again at boot, after the unit has recreated the empty device.
+    options = (["discard"] if discard else []) + [flag for flag in ("noatime", "nosuid", "nodev", "noexec")
+                                                  if flags[flag]]
+    options += extras + ["x-systemd.requires=%s" % unit_name(values["name"]), "x-systemd.makefs"]
+    return {
+        "index": entry.where,
+        "label": entry.where,
+        "path": path,
+        "path_given": values.get("path"),
+        "state": "mounted" if state == "present" else "absent",
+        "fstype": fstype,
+        "src": None,
+        "size": values.get("size"),
+        "size_bytes": None,
+        "ram_bytes": size_bytes,
+        "nr_inodes": None,
+        "huge": None,
+        "mpol": None,
+        "noswap": False,
+        "mode": mode,
+        "owner": owner,
+        "group": group,
+        "migrate": migrate,
+        "mkfs_options": list(mkfs_options),
+        "options": options,
+        "remount_options": [],
+        "current": None,
+        "action": None,
+        "changes": [],
+        "warnings": [],
+        "noswap_change": False,
+        "reboot_required": False,
+    }
