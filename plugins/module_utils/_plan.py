@@ -43,6 +43,8 @@ RAMFS_ENTRY_KEYS = (
     "migrate", "label",
 )
 FLAG_KEYS = ("noswap", "noatime", "nosuid", "nodev", "noexec")
+# File systems the roles make on RAM block devices (zram, brd).
+BLOCK_FSTYPES = ("ext4", "xfs")
 # A flag set to true contradicts these extra options.
 FLAG_OPPOSITES = {
     "noatime": ("atime", "relatime", "strictatime"),
@@ -571,3 +573,69 @@ def plan_summary(plan):
 def size_is_percent(size):
     """True when a size is a plain percentage the kernel resolves at mount time."""
     return plain_percent(size) is not None
+
+
+def block_filesystem(entry, values, size_bytes, state, requires):
+    """The mount entry of a file system on a RAM block device (zram, brd) for the shared pipeline.
+
+    src is filled in once the device is known; REQUIRES is the unit that makes the device at boot.
+    """
+    path = _check_path(entry, values.get("path"))
+    fstype = values.get("fstype", "ext4")
+    if fstype not in BLOCK_FSTYPES:
+        entry.error("fstype", fstype, "not a file system this role makes on zram", "Use ext4 or xfs.")
+    mkfs_options = values.get("mkfs_options") or []
+    if isinstance(mkfs_options, str) or not isinstance(mkfs_options, (list, tuple)) or not all(
+            isinstance(option, str) for option in mkfs_options):
+        entry.error("mkfs_options", mkfs_options, "not a list of strings", "Give them as a list, e.g. ['-m', '0'].")
+        mkfs_options = []
+    mode = values.get("mode")
+    if mode is not None:
+        mode = _check_mode(entry, mode)
+    owner = values.get("owner")
+    if owner is not None:
+        owner = _check_account(entry, "owner", owner)
+    group = values.get("group")
+    if group is not None:
+        group = _check_account(entry, "group", group)
+    flags = {flag: _as_bool(entry, flag, values.get(flag, False)) for flag in FLAG_KEYS if flag != "noswap"}
+    flags["noswap"] = False
+    discard = _as_bool(entry, "discard", values.get("discard", True))
+    extras = _check_extra_options(entry, values.get("options"), flags)
+    migrate = _as_bool(entry, "migrate", values.get("migrate", False))
+    if path is None or not entry.ok:
+        return None
+    # discard hands freed blocks back, so deleted files stop holding RAM; makefs lets systemd make the file
+    # system again at boot, on the empty device the REQUIRES unit made.
+    options = (["discard"] if discard else []) + [flag for flag in ("noatime", "nosuid", "nodev", "noexec")
+                                                  if flags[flag]]
+    options += extras + ["x-systemd.requires=%s" % requires, "x-systemd.makefs"]
+    return {
+        "index": entry.where,
+        "label": entry.where,
+        "path": path,
+        "path_given": values.get("path"),
+        "state": "mounted" if state == "present" else "absent",
+        "fstype": fstype,
+        "src": None,
+        "size": values.get("size"),
+        "size_bytes": None,
+        "ram_bytes": size_bytes,
+        "nr_inodes": None,
+        "huge": None,
+        "mpol": None,
+        "noswap": False,
+        "mode": mode,
+        "owner": owner,
+        "group": group,
+        "migrate": migrate,
+        "mkfs_options": list(mkfs_options),
+        "options": options,
+        "remount_options": [],
+        "current": None,
+        "action": None,
+        "changes": [],
+        "warnings": [],
+        "noswap_change": False,
+        "reboot_required": False,
+    }

@@ -14,15 +14,11 @@ from __future__ import annotations
 import re
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
-    FLAG_KEYS,
     _Entry,
     _as_bool,
-    _check_account,
-    _check_extra_options,
-    _check_mode,
-    _check_path,
     _decide,
     _is_under,
+    block_filesystem,
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import SizeError, format_size, parse_size
 
@@ -31,7 +27,6 @@ ENTRY_KEYS = (
     "mode", "owner", "group", "discard", "noatime", "nosuid", "nodev", "noexec", "options", "migrate", "label",
 )
 USES = ("swap", "filesystem")
-FSTYPES = ("ext4", "xfs")
 STATES = ("present", "absent")
 # Kernel swap priorities: -1 lets the kernel choose, 0..32767 are set by hand (swapon(8)).
 PRIORITY_RANGE = (-1, 32767)
@@ -120,7 +115,7 @@ def plan_zram(devices, facts, host="localhost", var_name="zram_devices", default
 
         mount = None
         if use == "filesystem":
-            mount = _filesystem(entry, values, size_bytes, state)
+            mount = block_filesystem(entry, values, size_bytes, state, unit_name(name or "unnamed"))
             if mount is not None:
                 if mount["path"] in paths:
                     entry.error("path", values.get("path"), "the same mount point as %s.path" % paths[mount["path"]],
@@ -179,66 +174,3 @@ def _size(entry, key, value, mem_total, required):
                     "Use at most %s; zram compresses, but what it stores still comes out of RAM." % format_size(mem_total))
         return None
     return size_bytes
-
-
-def _filesystem(entry, values, size_bytes, state):
-    """The mount entry for the shared pipeline; src is filled in once the device is known."""
-    path = _check_path(entry, values.get("path"))
-    fstype = values.get("fstype", "ext4")
-    if fstype not in FSTYPES:
-        entry.error("fstype", fstype, "not a file system this role makes on zram", "Use ext4 or xfs.")
-    mkfs_options = values.get("mkfs_options") or []
-    if isinstance(mkfs_options, str) or not isinstance(mkfs_options, (list, tuple)) or not all(
-            isinstance(option, str) for option in mkfs_options):
-        entry.error("mkfs_options", mkfs_options, "not a list of strings", "Give them as a list, e.g. ['-m', '0'].")
-        mkfs_options = []
-    mode = values.get("mode")
-    if mode is not None:
-        mode = _check_mode(entry, mode)
-    owner = values.get("owner")
-    if owner is not None:
-        owner = _check_account(entry, "owner", owner)
-    group = values.get("group")
-    if group is not None:
-        group = _check_account(entry, "group", group)
-    flags = {flag: _as_bool(entry, flag, values.get(flag, False)) for flag in FLAG_KEYS if flag != "noswap"}
-    flags["noswap"] = False
-    discard = _as_bool(entry, "discard", values.get("discard", True))
-    extras = _check_extra_options(entry, values.get("options"), flags)
-    migrate = _as_bool(entry, "migrate", values.get("migrate", False))
-    if path is None or not entry.ok:
-        return None
-    # discard hands freed blocks back, so deleted files stop holding RAM; makefs lets systemd make the file
-    # system again at boot, after the unit has recreated the empty device.
-    options = (["discard"] if discard else []) + [flag for flag in ("noatime", "nosuid", "nodev", "noexec")
-                                                  if flags[flag]]
-    options += extras + ["x-systemd.requires=%s" % unit_name(values["name"]), "x-systemd.makefs"]
-    return {
-        "index": entry.where,
-        "label": entry.where,
-        "path": path,
-        "path_given": values.get("path"),
-        "state": "mounted" if state == "present" else "absent",
-        "fstype": fstype,
-        "src": None,
-        "size": values.get("size"),
-        "size_bytes": None,
-        "ram_bytes": size_bytes,
-        "nr_inodes": None,
-        "huge": None,
-        "mpol": None,
-        "noswap": False,
-        "mode": mode,
-        "owner": owner,
-        "group": group,
-        "migrate": migrate,
-        "mkfs_options": list(mkfs_options),
-        "options": options,
-        "remount_options": [],
-        "current": None,
-        "action": None,
-        "changes": [],
-        "warnings": [],
-        "noswap_change": False,
-        "reboot_required": False,
-    }

@@ -194,6 +194,25 @@ ansible_facts:
               used_as: swap
               mountpoint: null
               swap_priority: 100
+        brd:
+          description:
+            - The brd block RAM disks (C(/dev/ramN)) and the module's parameters; C(loaded) is false and
+              C(devices) empty when brd is not loaded.
+            - C(rd_nr) and C(rd_size_kib) are the module's parameters as loaded (disks, and KiB per disk).
+            - Per device C(size_bytes), and C(used_as) V(filesystem) (mounted, C(mountpoint) is the first mount
+              point), V(swap) or V(unused).
+          type: dict
+          returned: always
+          sample:
+            loaded: true
+            rd_nr: 1
+            rd_size_kib: 65536
+            devices:
+              - device: ram0
+                path: /dev/ram0
+                size_bytes: 67108864
+                used_as: filesystem
+                mountpoint: /srv/scratch
         tmp_gate:
           description:
             - Whether /tmp should go to tmpfs. It fits when its usage is at most half of RAM and at most
@@ -215,6 +234,7 @@ ansible_facts:
 """
 
 import os
+import re
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
@@ -241,6 +261,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._zram import (
 )
 
 TMP = "/tmp"
+BRD_NAME = re.compile(r"^ram[0-9]+$")
 _MODULE_FILE_SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")
 
 
@@ -351,6 +372,37 @@ def zram_facts(mountinfo, swaps):
             "swap_priority": usage["swap_priority"],
         })
     return devices
+
+
+def brd_facts(mountinfo, swaps):
+    """brd's parameters and its /dev/ramN disks with what uses them."""
+    params = "/sys/module/brd/parameters"
+    loaded = os.path.isdir("/sys/module/brd")
+
+    def param(name):
+        value = (_read(os.path.join(params, name)) or "").strip()
+        return int(value) if value.isdigit() else None
+
+    try:
+        names = sorted((name for name in os.listdir("/sys/block") if BRD_NAME.match(name)), key=lambda n: int(n[3:]))
+    except OSError:
+        names = []
+    swapped = set(entry["path"] for entry in swaps)
+    devices = []
+    for name in names:
+        path = "/dev/" + name
+        sectors = (_read(os.path.join("/sys/block", name, "size")) or "0").strip()
+        mountpoints = [entry["mount_point"] for entry in mountinfo if entry.get("source") == path]
+        used_as = "swap" if path in swapped else "filesystem" if mountpoints else "unused"
+        devices.append({
+            "device": name,
+            "path": path,
+            "size_bytes": int(sectors) * 512 if sectors.isdigit() else 0,
+            "used_as": used_as,
+            "mountpoint": mountpoints[0] if mountpoints else None,
+        })
+    return {"loaded": loaded, "rd_nr": param("rd_nr") if loaded else None,
+            "rd_size_kib": param("rd_size") if loaded else None, "devices": devices}
 
 
 def container_facts():
@@ -488,6 +540,7 @@ def gather(paths, scan_timeout):
         "support": support,
         "tmp_gate": gate,
         "zram": zram,
+        "brd": brd_facts(mountinfo, swap["devices"]),
     }
 
 

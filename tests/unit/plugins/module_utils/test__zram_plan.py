@@ -23,8 +23,9 @@ FACTS = {
 DEFAULTS = {"state": "present", "priority": 100, "fstype": "ext4", "nosuid": True, "nodev": True, "discard": True}
 
 
-def plan(devices, facts=FACTS):
-    return plan_zram(devices, facts, host="h1", var_name="zram_devices", defaults=DEFAULTS)
+def plan(devices, facts=None):
+    return plan_zram(devices, FACTS if facts is None else facts, host="h1", var_name="zram_devices",
+                     defaults=DEFAULTS)
 
 
 def swap(**extra):

@@ -40,7 +40,7 @@ def facts(tmp_path_factory):
 
 def test_top_level_keys(facts):
     ramdisk, _scanned, _tmp = facts
-    assert set(ramdisk) == {"memory", "swap", "paths", "mounts", "support", "tmp_gate", "zram"}
+    assert set(ramdisk) == {"memory", "swap", "paths", "mounts", "support", "tmp_gate", "zram", "brd"}
 
 
 def test_memory_matches_proc(facts):
@@ -194,3 +194,16 @@ def test_zram_device_facts(tmp_path, zram_device):
     assert stats["mem_used_total"] >= stats["compr_data_size"]
     assert entry["compression_ratio"] == round(stats["orig_data_size"] / stats["compr_data_size"], 2) > 1
     assert result["ansible_facts"]["ramdisk"]["support"]["zram"] is True
+
+
+def test_brd_facts_match_sysfs(tmp_path):
+    brd = run_module(tmp_path)["ansible_facts"]["ramdisk"]["brd"]
+    loaded = os.path.isdir("/sys/module/brd")
+    assert brd["loaded"] is loaded
+    disks = sorted(name for name in os.listdir("/sys/block") if name.startswith("ram") and name[3:].isdigit())
+    assert [entry["device"] for entry in brd["devices"]] == sorted(disks, key=lambda name: int(name[3:]))
+    for entry in brd["devices"]:
+        with open("/sys/block/%s/size" % entry["device"]) as handle:
+            assert entry["size_bytes"] == int(handle.read()) * 512
+    if not loaded:
+        assert brd["rd_nr"] is None and brd["devices"] == []
