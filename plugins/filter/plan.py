@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.ramdisk.provision.plugins.module_utils._brd_plan import plan_brd
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_ramfs, plan_summary, plan_tmpfs
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram_plan import plan_zram
 
@@ -27,6 +28,14 @@ def zram_plan(devices, facts=None, host="localhost", var_name="zram_devices", de
     return _checked("zram_plan", plan_zram, devices, facts, host, var_name, defaults)
 
 
+def brd_plan(request, facts=None, host="localhost", defaults=None):
+    if not isinstance(request, dict):
+        raise AnsibleFilterError("brd_plan: the input must be a mapping with state, count, size and mounts, not %s"
+                                 % type(request).__name__)
+    return _checked("brd_plan", lambda req, fac, host, var_name, defaults: plan_brd(req, fac, host, defaults),
+                    request, facts, host, "brd", defaults)
+
+
 def ramfs_plan(mounts, facts=None, host="localhost", var_name="ramfs_mounts", defaults=None):
     return _checked("ramfs_plan", plan_ramfs, mounts, facts, host, var_name, defaults)
 
@@ -44,5 +53,6 @@ class FilterModule(object):
             "tmpfs_plan": tmpfs_plan,
             "ramfs_plan": ramfs_plan,
             "zram_plan": zram_plan,
+            "brd_plan": brd_plan,
             "mount_plan_summary": mount_plan_summary,
         }
