@@ -26,6 +26,7 @@ lab-down:
 demo: lab
 	ansible-playbook -i inventories/lab playbooks/site.yml
 	ansible-playbook -i inventories/lab playbooks/facts.yml
+	ansible-playbook -i inventories/lab playbooks/benchmark.yml
 
 lint: setup
 	bash scripts/test/lint.sh

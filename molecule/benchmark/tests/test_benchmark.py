@@ -1,0 +1,95 @@
+"""The quick benchmark's results on the controller, and a clean host; read again after the restart.
+
+testinfra runs on the controller: the results are read as plain files from molecule's ephemeral
+directory, where converge put them (run id "molecule")."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import pytest
+
+RESULTS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "results", "molecule")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Every figure named as fio names it, and the context to compare it.
+FIELDS = (
+    "bw_bytes", "iops", "clat_ns_p50", "clat_ns_p99", "clat_ns_p99_9", "kernel", "cpu_model", "cores", "mem_total_bytes",
+    "backend", "mount_options", "zram_algorithm", "zram_mm_stat_before", "zram_mm_stat_after", "profile",
+    "memcopy_bw_bytes", "memcopy_fraction", "host", "groups", "label", "path", "kind", "tool", "test", "op",
+)
+EXPECTED = {
+    ("fio", "seq_write", "write"), ("fio", "seq_read", "read"), ("fio", "randrw", "read"), ("fio", "randrw", "write"),
+    ("fio", "fsync", "sync"), ("dd", "write_fdatasync", "write"), ("dd", "write_dsync", "write"), ("dd", "read", "read"),
+    ("dd", "small_files", "write"), ("metadata", "metadata", "create"), ("metadata", "metadata", "stat"),
+    ("metadata", "metadata", "read"), ("metadata", "metadata", "delete"),
+}
+
+
+@pytest.fixture(scope="module")
+def results():
+    with open(os.path.join(RESULTS, "results.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+@pytest.fixture()
+def name(host):
+    return host.backend.get_hostname()
+
+
+def test_raw_files_arrived(name, results):
+    directory = os.path.join(RESULTS, name)
+    manifest = json.load(open(os.path.join(directory, "manifest.json"), encoding="utf-8"))
+    assert manifest["profile"] == "quick" and manifest["host"] == name
+    for target in manifest["targets"]:
+        fio = json.load(open(os.path.join(directory, target["fio"]), encoding="utf-8"))
+        assert [job["jobname"] for job in fio["jobs"]] == ["seq_write", "seq_read", "randrw", "fsync"]
+        assert "bins" in fio["jobs"][0]["write"]["clat_ns"], "not json+ output"
+    assert "copied" in open(os.path.join(directory, "dd.txt"), encoding="utf-8").read()
+
+
+def test_results_carry_every_field(name, results):
+    records = [r for r in results["records"] if r["host"] == name]
+    assert records, "no records for %s" % name
+    for record in records:
+        missing = [field for field in FIELDS if field not in record]
+        assert not missing, missing
+    for label in ("ram", "disk"):
+        got = set((r["tool"], r["test"], r["op"]) for r in records if r["label"] == label)
+        assert EXPECTED <= got, EXPECTED - got
+    ram = [r for r in records if r["label"] == "ram"]
+    assert all(r["kind"] == "ram" and r["backend"] == "tmpfs" and r["direct"] == 0 for r in ram)
+    assert all(r["profile"] == "quick" and r["kernel"] and r["cores"] >= 1 and r["mem_total_bytes"] > 0 for r in records)
+    assert all(r["bw_bytes"] > 0 for r in records if r["tool"] == "fio" and r["op"] in ("read", "write"))
+    assert all(r["clat_ns_p99"] > 0 for r in records if r["tool"] == "fio")
+    assert results["context"][name]["memcopy_bw_bytes"] > 0
+    assert any(r["memcopy_fraction"] for r in ram)
+    assert any(row["host"] == name and "faster" in row["sentence"] or "slower" in row["sentence"]
+               for row in results["ratios"])
+
+
+def test_csv_matches_json(results):
+    with open(os.path.join(RESULTS, "results.csv"), newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == len(results["records"])
+    assert set(FIELDS) <= set(rows[0])
+
+
+def test_report_and_charts():
+    for name in ("report.md", "report.html"):
+        assert os.path.getsize(os.path.join(RESULTS, name)) > 0
+    pngs = [name for name in os.listdir(RESULTS) if name.endswith(".png")]
+    assert {"throughput_write.png", "throughput_read.png", "throughput_groups.png", "iops.png", "latency_p99.png",
+            "memcopy_fraction.png"} <= set(pngs)
+    for png in pngs:
+        with open(os.path.join(RESULTS, png), "rb") as handle:
+            assert handle.read(8) == PNG_SIGNATURE, png
+    assert "tmpfs (/srv/ram)" in open(os.path.join(RESULTS, "report.md"), encoding="utf-8").read()
+
+
+def test_no_benchmark_file_left_on_the_host(host):
+    for path in ("/srv/ram", "/var/tmp", "/tmp"):
+        left = host.run("find %s -maxdepth 1 -name 'ramdisk-bench.*'", path)
+        assert left.rc == 0 and left.stdout.strip() == "", left.stdout
+    assert host.mount_point("/srv/ram").filesystem == "tmpfs"

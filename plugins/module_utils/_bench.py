@@ -1,0 +1,497 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Pure logic of the benchmark role: sizing, fio json+ and dd output parsing, normalized records,
+RAM-versus-disk ratios and the report tables. Each function takes text or plain data, so tests feed
+fixtures; nothing here touches a host."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+MIB = 1024 * 1024
+
+# fio's own percentile keys and the record columns they fill.
+PERCENTILES = (
+    ("50.000000", "clat_ns_p50"),
+    ("90.000000", "clat_ns_p90"),
+    ("99.000000", "clat_ns_p99"),
+    ("99.900000", "clat_ns_p99_9"),
+)
+
+# Every record carries its context, so one CSV row is comparable on its own.
+CONTEXT_COLUMNS = (
+    "run_id", "profile", "host", "groups", "kernel", "cpu_model", "cores", "mem_total_bytes",
+    "memcopy_bw_bytes", "fio_version",
+)
+TARGET_COLUMNS = (
+    "label", "path", "kind", "backend", "fstype", "source", "mount_options", "file_size_bytes", "direct",
+    "zram_algorithm", "zram_mm_stat_before", "zram_mm_stat_after",
+)
+FIGURE_COLUMNS = (
+    "tool", "test", "op", "bw_bytes", "iops", "io_bytes", "runtime_ms", "clat_ns_mean",
+) + tuple(column for _key, column in PERCENTILES) + ("memcopy_fraction",)
+COLUMNS = CONTEXT_COLUMNS + TARGET_COLUMNS + FIGURE_COLUMNS
+
+# The figures the ratio table compares: (tool, test, op, metric, higher is better, verb for the sentence).
+RATIO_METRICS = (
+    ("fio", "seq_write", "write", "bw_bytes", True, "writes sequentially"),
+    ("fio", "seq_read", "read", "bw_bytes", True, "reads sequentially"),
+    ("fio", "randrw", "read", "iops", True, "does random 4 KiB reads"),
+    ("fio", "randrw", "write", "iops", True, "does random 4 KiB writes"),
+    ("fio", "fsync", "sync", "clat_ns_p99", False, "has a p99 fdatasync latency"),
+    ("dd", "write_fdatasync", "write", "bw_bytes", True, "writes (dd, fdatasync)"),
+    ("dd", "write_dsync", "write", "bw_bytes", True, "writes (dd, oflag=dsync)"),
+    ("dd", "read", "read", "bw_bytes", True, "reads back (dd)"),
+    ("dd", "small_files", "write", "iops", True, "writes 1 KiB files with dsync"),
+    ("metadata", "metadata", "create", "iops", True, "creates small files"),
+    ("metadata", "metadata", "stat", "iops", True, "stats small files"),
+    ("metadata", "metadata", "read", "iops", True, "reads small files"),
+    ("metadata", "metadata", "delete", "iops", True, "deletes small files"),
+)
+
+RAM_KINDS = ("tmpfs", "ramfs", "zram", "brd")
+
+_DD_COPIED_RE = re.compile(r"^(\d+) bytes?\b.*copied, ([0-9.]+(?:e[-+]?\d+)?) s\b", re.MULTILINE)
+_DD_RECORDS_RE = re.compile(r"^(\d+)\+(\d+) records (in|out)$", re.MULTILINE)
+
+
+# --- sizing ---------------------------------------------------------------------------------------
+
+def file_size(profile_bytes, mem_available, mount_free, mem_fraction, space_fraction, align=MIB, minimum=MIB):
+    """Bytes one test may write on a target: the profile's size, but never more than a share of
+    MemAvailable nor a share of the mount's free space, rounded down to ``align``.
+
+    Returns 0 when even ``minimum`` does not fit, which the role turns into an error.
+    mount_free of None (ramfs has no limit) counts as unlimited.
+    """
+    limits = [int(profile_bytes), int(mem_available * mem_fraction)]
+    if mount_free is not None:
+        limits.append(int(mount_free * space_fraction))
+    size = min(limits)
+    size -= size % align
+    return size if size >= minimum else 0
+
+
+# --- fio ------------------------------------------------------------------------------------------
+
+def parse_fio_json(text):
+    """fio's --output file as a dict. fio may print notes before the JSON; they are skipped."""
+    start = text.find("{")
+    if start < 0:
+        raise ValueError("no JSON object in fio output")
+    return json.loads(text[start:])
+
+
+def fio_argv(jobs, directory, output, global_options=(), fio="fio"):
+    """argv for a fio run the way the role builds it: JSON+ to ``output``, the global options, then
+    each job (name, [(option, value), ...]) behind a stonewall, so jobs run one after another."""
+    argv = [fio, "--output-format=json+", "--output=%s" % output, "--directory=%s" % directory]
+    argv.extend("--%s=%s" % (key, value) for key, value in global_options)
+    for name, options in jobs:
+        argv.extend(["--name=%s" % name, "--stonewall"])
+        argv.extend("--%s=%s" % (key, value) for key, value in options)
+    return argv
+
+
+def percentile_from_bins(bins, percent):
+    """The latency under which ``percent`` of the samples fall, from json+ histogram bins
+    ({"ns": count}); fio's rule: the first bin whose running count reaches percent of all."""
+    items = sorted((int(value), int(count)) for value, count in bins.items())
+    total = sum(count for _value, count in items)
+    if total == 0:
+        return None
+    wanted = total * percent / 100.0
+    running = 0
+    for value, count in items:
+        running += count
+        if running >= wanted:
+            return value
+    return items[-1][0]
+
+
+def _latency(section):
+    """The latency dict of a fio op section: clat_ns for read and write, lat_ns for sync (an
+    fdatasync has no submission phase, so its whole latency is its completion latency)."""
+    if "clat_ns" in section:
+        return section["clat_ns"]
+    return section.get("lat_ns") or {}
+
+
+def _op_count(op, section):
+    if op == "sync":
+        # fio 3.x leaves sync.total_ios at 0; the latency sample count is the number of syncs.
+        return int(section.get("total_ios") or 0) or int(_latency(section).get("N") or 0)
+    return int(section.get("total_ios") or 0)
+
+
+def fio_job_names(doc):
+    """The job names of a fio run, in the order fio ran them."""
+    names = []
+    for job in doc.get("jobs") or []:
+        if job.get("jobname") not in names:
+            names.append(job.get("jobname"))
+    return names
+
+
+def fio_figures(doc, jobname=None):
+    """Normalized figures per op (read, write, sync) of one fio job (``jobname``; all jobs when
+    None), summed over its processes (numjobs).
+
+    Bandwidth and IOPS add up across jobs; latency percentiles come from fio's own when there is
+    one job, and from the merged json+ bins when there are several.
+    """
+    jobs = [job for job in doc.get("jobs") or [] if jobname is None or job.get("jobname") == jobname]
+    figures = []
+    for op in ("read", "write", "sync"):
+        sections = [job[op] for job in jobs if _op_count(op, job.get(op) or {}) > 0]
+        if not sections:
+            continue
+        runtimes = [int(job.get("job_runtime") or 0) for job in jobs if _op_count(op, job.get(op) or {}) > 0]
+        if op == "sync":
+            runtimes = [max(int(job["write"].get("runtime") or 0), 1) for job in jobs
+                        if _op_count(op, job.get(op) or {}) > 0]
+        count = sum(_op_count(op, section) for section in sections)
+        runtime_ms = max(int(section.get("runtime") or 0) for section in sections) if op != "sync" else max(runtimes)
+        record = {
+            "op": op,
+            "io_bytes": sum(int(section.get("io_bytes") or 0) for section in sections) if op != "sync" else None,
+            "bw_bytes": sum(int(section.get("bw_bytes") or 0) for section in sections) if op != "sync" else None,
+            "iops": (sum(float(section.get("iops") or 0.0) for section in sections) if op != "sync"
+                     else count / (runtime_ms / 1000.0)),
+            "runtime_ms": runtime_ms,
+            "total_ios": count,
+        }
+        latencies = [_latency(section) for section in sections]
+        samples = sum(int(lat.get("N") or 0) for lat in latencies)
+        record["clat_ns_mean"] = (sum(float(lat.get("mean") or 0.0) * int(lat.get("N") or 0) for lat in latencies)
+                                  / samples) if samples else None
+        if len(latencies) == 1 and latencies[0].get("percentile"):
+            for key, column in PERCENTILES:
+                record[column] = latencies[0]["percentile"].get(key)
+        else:
+            merged = {}
+            for lat in latencies:
+                for value, number in (lat.get("bins") or {}).items():
+                    merged[value] = merged.get(value, 0) + int(number)
+            for key, column in PERCENTILES:
+                record[column] = percentile_from_bins(merged, float(key)) if merged else None
+        figures.append(record)
+    return figures
+
+
+# --- dd and the small Python probes ------------------------------------------------------------
+
+def parse_dd(text):
+    """Every transfer dd reported in ``text`` (several when one output holds many dd runs):
+    a list of {bytes, seconds}. Records lines are counted too, for a sanity check."""
+    runs = [{"bytes": int(size), "seconds": float(seconds)} for size, seconds in _DD_COPIED_RE.findall(text)]
+    if not runs:
+        raise ValueError("no 'bytes ... copied, N s' line in dd output")
+    return runs
+
+
+def dd_sections(text):
+    """The role's dd.txt: ``=== <label> <test>`` headers, each followed by that run's output."""
+    sections = {}
+    title = None
+    for line in text.splitlines(True):
+        if line.startswith("=== "):
+            title = line[4:].strip()
+            sections[title] = ""
+        elif title is not None:
+            sections[title] += line
+    return sections
+
+
+def dd_figures(text, op, block_size, wall_seconds=None):
+    """One record for a dd test. Bandwidth is bytes over the seconds dd itself measured; for many
+    small files (one dd each) IOPS are files per second of the whole run's wall time when given,
+    which includes starting each dd, as the shell-loop write-ups measure it."""
+    runs = parse_dd(text)
+    total_bytes = sum(run["bytes"] for run in runs)
+    seconds = sum(run["seconds"] for run in runs)
+    if len(runs) > 1:
+        elapsed = wall_seconds if wall_seconds else seconds
+        iops = len(runs) / elapsed if elapsed > 0 else None
+    else:
+        iops = (total_bytes / float(block_size)) / seconds if seconds > 0 else None
+    return {
+        "op": op,
+        "io_bytes": total_bytes,
+        "bw_bytes": int(total_bytes / seconds) if seconds > 0 else None,
+        "iops": iops,
+        "runtime_ms": int(round((wall_seconds if wall_seconds else seconds) * 1000)),
+        "total_ios": len(runs) if len(runs) > 1 else None,
+        "clat_ns_mean": (seconds / len(runs)) * 1e9 if len(runs) > 1 else None,
+    }
+
+
+def metadata_figures(doc):
+    """Records from the metadata probe's JSON: ops per second of create, stat, read and delete."""
+    files = int(doc["files"])
+    figures = []
+    for op in ("create", "stat", "read", "delete"):
+        seconds = float(doc["seconds"][op])
+        figures.append({
+            "op": op,
+            "io_bytes": files * int(doc.get("file_bytes", 0)) if op in ("create", "read") else None,
+            "bw_bytes": None,
+            "iops": files / seconds if seconds > 0 else None,
+            "runtime_ms": int(round(seconds * 1000)),
+            "total_ios": files,
+            "clat_ns_mean": seconds / files * 1e9 if files else None,
+        })
+    return figures
+
+
+def memcopy_bw(doc):
+    """Bytes per second of one-thread memory copy, from the probe's best pass."""
+    best = min(float(seconds) for seconds in doc["seconds"])
+    return int(int(doc["bytes"]) / best) if best > 0 else None
+
+
+# --- /proc and /sys text -------------------------------------------------------------------------
+
+def cpu_model(cpuinfo):
+    """The CPU's name from /proc/cpuinfo (x86 'model name', else arm 'Hardware' or 'CPU part')."""
+    for key in ("model name", "Hardware", "Processor", "cpu model", "CPU part"):
+        for line in cpuinfo.splitlines():
+            name, sep, value = line.partition(":")
+            if sep and name.strip() == key and value.strip():
+                return value.strip()
+    return None
+
+
+MM_STAT_FIELDS = ("orig_data_size", "compr_data_size", "mem_used_total", "mem_limit", "mem_used_max",
+                  "same_pages", "pages_compacted", "huge_pages", "huge_pages_since")
+
+
+def parse_mm_stat(text):
+    """zram's /sys/block/zramN/mm_stat as a dict (older kernels print fewer columns)."""
+    if not text or not text.strip():
+        return None
+    values = [int(field) for field in text.split()]
+    return dict(zip(MM_STAT_FIELDS, values))
+
+
+def zram_algorithm(text):
+    """The selected algorithm in zram's comp_algorithm (``lzo [lzo-rle] lz4``)."""
+    for word in (text or "").split():
+        if word.startswith("[") and word.endswith("]"):
+            return word[1:-1]
+    return None
+
+
+# --- records, ratios, tables ---------------------------------------------------------------------
+
+def host_context(manifest):
+    memcopy = manifest.get("memcopy")
+    return {
+        "run_id": manifest.get("run_id"),
+        "profile": manifest.get("profile"),
+        "host": manifest["host"],
+        "groups": " ".join(manifest.get("groups") or []),
+        "kernel": manifest.get("kernel"),
+        "cpu_model": cpu_model(manifest.get("cpuinfo") or ""),
+        "cores": manifest.get("cores"),
+        "mem_total_bytes": manifest.get("mem_total_bytes"),
+        "memcopy_bw_bytes": memcopy_bw(memcopy) if memcopy else None,
+        "fio_version": manifest.get("fio_version"),
+    }
+
+
+def target_context(target):
+    zram = target.get("zram") or {}
+    before = parse_mm_stat(zram.get("mm_stat_before"))
+    after = parse_mm_stat(zram.get("mm_stat_after"))
+    return {
+        "label": target["label"],
+        "path": target["path"],
+        "kind": target["kind"],
+        "backend": target["backend"],
+        "fstype": target.get("fstype"),
+        "source": target.get("source"),
+        "mount_options": ",".join(target.get("mount_options") or []),
+        "file_size_bytes": target.get("file_size_bytes"),
+        "direct": target.get("direct"),
+        "zram_algorithm": zram_algorithm(zram.get("comp_algorithm")) if zram else None,
+        "zram_mm_stat_before": json.dumps(before, sort_keys=True) if before else None,
+        "zram_mm_stat_after": json.dumps(after, sort_keys=True) if after else None,
+    }
+
+
+def host_records(manifest, read_raw):
+    """Every normalized record of one host. ``read_raw(name)`` returns the text of a raw file the
+    role fetched (fio JSON, dd output, probe JSON); a missing or unreadable one is reported in
+    ``problems`` rather than failing the whole report."""
+    context = host_context(manifest)
+    records = []
+    problems = []
+
+    def add(target_ctx, tool, test, figures):
+        for figure in figures:
+            record = dict((column, None) for column in COLUMNS)
+            record.update(context)
+            record.update(target_ctx)
+            record.update(tool=tool, test=test)
+            record.update(figure)
+            record.pop("total_ios", None)
+            if (record["kind"] == "ram" and record["bw_bytes"] and context["memcopy_bw_bytes"]
+                    and tool == "fio" and test in ("seq_read", "seq_write")):
+                record["memcopy_fraction"] = round(record["bw_bytes"] / float(context["memcopy_bw_bytes"]), 4)
+            records.append(record)
+
+    for target in manifest.get("targets") or []:
+        target_ctx = target_context(target)
+        if target.get("fio"):
+            name = target["fio"]
+            try:
+                doc = parse_fio_json(read_raw(name))
+                for job in target.get("fio_jobs") or fio_job_names(doc):
+                    add(target_ctx, "fio", job, fio_figures(doc, job))
+            except (IOError, OSError, ValueError, KeyError) as exc:
+                problems.append("%s: %s: %s" % (manifest["host"], name, exc))
+        sections = {}
+        for test, entry in sorted((target.get("dd") or {}).items()):
+            try:
+                if entry["file"] not in sections:
+                    sections[entry["file"]] = dd_sections(read_raw(entry["file"]))
+                text = sections[entry["file"]][entry["section"]] if entry.get("section") else read_raw(entry["file"])
+                figure = dd_figures(text, entry["op"], entry["block_size"], entry.get("wall_seconds"))
+                add(target_ctx, "dd", test, [figure])
+            except (IOError, OSError, ValueError, KeyError) as exc:
+                problems.append("%s: dd %s on %s: %s" % (manifest["host"], test, target["label"], exc))
+        metadata = target.get("metadata")
+        if metadata:
+            try:
+                doc = metadata if isinstance(metadata, dict) else json.loads(read_raw(metadata))
+                add(target_ctx, "metadata", "metadata", metadata_figures(doc))
+            except (IOError, OSError, ValueError, KeyError) as exc:
+                problems.append("%s: metadata on %s: %s" % (manifest["host"], target["label"], exc))
+    return records, problems
+
+
+def _index(records):
+    return dict(((r["host"], r["label"], r["tool"], r["test"], r["op"]), r) for r in records)
+
+
+def ratio_rows(records):
+    """For each host, each RAM target against each disk target, each compared figure: how many
+    times better RAM is (higher is better: ram/disk; latency: disk/ram)."""
+    index = _index(records)
+    targets = {}
+    for record in records:
+        targets.setdefault(record["host"], {}).setdefault(record["label"], record)
+    rows = []
+    for host in sorted(targets):
+        rams = [r for r in targets[host].values() if r["kind"] == "ram"]
+        disks = [r for r in targets[host].values() if r["kind"] == "disk"]
+        for ram in sorted(rams, key=lambda r: r["label"]):
+            for disk in sorted(disks, key=lambda r: r["label"]):
+                for tool, test, op, metric, higher, verb in RATIO_METRICS:
+                    a = index.get((host, ram["label"], tool, test, op))
+                    b = index.get((host, disk["label"], tool, test, op))
+                    if not a or not b or not a.get(metric) or not b.get(metric):
+                        continue
+                    ratio = (a[metric] / float(b[metric])) if higher else (b[metric] / float(a[metric]))
+                    rows.append({
+                        "host": host, "groups": ram["groups"], "ram_label": ram["label"], "ram_backend": ram["backend"],
+                        "disk_label": disk["label"], "disk_backend": disk["backend"],
+                        "tool": tool, "test": test, "op": op, "metric": metric,
+                        "ram_value": a[metric], "disk_value": b[metric], "ratio": round(ratio, 3),
+                        "sentence": sentence(ram["backend"], ram["path"], disk["path"], host, verb, ratio, higher),
+                    })
+    return rows
+
+
+def sentence(backend, ram_path, disk_path, host, verb, ratio, higher):
+    """'tmpfs (/srv/ram) writes sequentially ×9.6 faster than disk (/var/tmp) on host h'; a ratio
+    below 1 is said the other way round ('×1.3 slower'), never as 'x0.8 faster'."""
+    if ratio >= 1:
+        word = "faster" if higher else "lower"
+    else:
+        word = "slower" if higher else "higher"
+        ratio = 1.0 / ratio
+    return "%s (%s) %s \u00d7%s %s than disk (%s) on host %s" % (
+        backend, ram_path, verb, format_ratio(ratio), word, disk_path, host)
+
+
+def format_ratio(ratio):
+    if ratio >= 100:
+        return "%d" % round(ratio)
+    if ratio >= 10:
+        return "%.0f" % ratio
+    return "%.1f" % ratio
+
+
+def geometric_mean(values):
+    values = [v for v in values if v and v > 0]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def group_rows(ratios, groups):
+    """Per group (every group a host is in, 'all' included), the geometric mean of each compared
+    figure's ratio over the group's hosts and RAM targets."""
+    buckets = {}
+    for row in ratios:
+        for group in groups.get(row["host"]) or ["all"]:
+            key = (group, row["ram_backend"], row["tool"], row["test"], row["op"], row["metric"])
+            buckets.setdefault(key, {"hosts": set(), "ratios": []})
+            buckets[key]["hosts"].add(row["host"])
+            buckets[key]["ratios"].append(row["ratio"])
+    rows = []
+    for key in sorted(buckets):
+        group, backend, tool, test, op, metric = key
+        rows.append({
+            "group": group, "ram_backend": backend, "tool": tool, "test": test, "op": op, "metric": metric,
+            "hosts": len(buckets[key]["hosts"]), "ratio_geomean": round(geometric_mean(buckets[key]["ratios"]), 3),
+        })
+    return rows
+
+
+def csv_text(records, columns=COLUMNS):
+    """CSV of the records, one per line, in ``columns`` order (no csv module quirks: fields with a
+    comma, quote or newline are quoted, quotes doubled)."""
+    def cell(value):
+        if value is None:
+            return ""
+        if isinstance(value, float):
+            value = repr(round(value, 6))
+        text = str(value)
+        if any(char in text for char in ',"\n'):
+            text = '"%s"' % text.replace('"', '""')
+        return text
+
+    lines = [",".join(columns)]
+    for record in records:
+        lines.append(",".join(cell(record.get(column)) for column in columns))
+    return "\n".join(lines) + "\n"
+
+
+def human_bytes(value):
+    if value is None:
+        return "-"
+    value = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return "%.1f %s" % (value, unit) if unit != "B" else "%d B" % value
+        value /= 1024.0
+    return "%.1f TiB" % value
+
+
+def human_metric(metric, value):
+    if value is None:
+        return "-"
+    if metric == "bw_bytes":
+        return human_bytes(value) + "/s"
+    if metric.startswith("clat_ns"):
+        if value >= 1e6:
+            return "%.2f ms" % (value / 1e6)
+        return "%.1f \u00b5s" % (value / 1e3)
+    if value >= 1000:
+        return "%.0f/s" % value
+    return "%.1f/s" % value

@@ -1,0 +1,283 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Sizing, fio json+ and dd parsing, records, ratios and tables of the benchmark, on real output
+captured from fio 3.33 and GNU dd (tests/unit/fixtures/)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+
+import pytest
+
+from ansible_collections.ramdisk.provision.plugins.module_utils import _bench
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "fixtures")
+MIB = 1024 * 1024
+
+
+def fixture(*parts):
+    with open(os.path.join(FIXTURES, *parts), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def fio_doc(name):
+    return _bench.parse_fio_json(fixture("fio", name))
+
+
+@pytest.mark.parametrize("profile, available, free, expected", [
+    (64 * MIB, 16 * 1024 * MIB, 10 * 1024 * MIB, 64 * MIB),           # the profile decides
+    (64 * MIB, 100 * MIB, 10 * 1024 * MIB, 25 * MIB),                 # a quarter of MemAvailable
+    (64 * MIB, 16 * 1024 * MIB, 100 * MIB, 25 * MIB),                 # a quarter of the mount's free space
+    (64 * MIB, 16 * 1024 * MIB, None, 64 * MIB),                      # ramfs: no free space to share
+    (64 * MIB, 16 * 1024 * MIB, 3 * MIB, 0),                          # not even 1 MiB: refused
+    (64 * MIB, 16 * 1024 * MIB, 10 * MIB + 12345, 2 * MIB),           # rounded down to whole MiB
+])
+def test_file_size(profile, available, free, expected):
+    assert _bench.file_size(profile, available, free, 0.25, 0.25) == expected
+
+
+def test_parse_fio_json_skips_notes_before_the_json():
+    text = "note: both iodepth >= 1 and synchronous I/O engine are selected\n" + fixture("fio", "randrw.json")
+    assert _bench.parse_fio_json(text)["fio version"].startswith("fio-")
+    with pytest.raises(ValueError):
+        _bench.parse_fio_json("fio: no such file\n")
+
+
+@pytest.mark.parametrize("name, op, bw_bytes, iops", [
+    ("seq_write.json", "write", 5964266783, 5687.968048),
+    ("randrw.json", "read", 844232475, 206111.444278),
+    ("randrw.json", "write", 842930598, 205793.603198),
+    ("fsync_disk.json", "write", 8478576, 2069.965017),
+])
+def test_fio_figures_one_job_are_fio_own(name, op, bw_bytes, iops):
+    doc = fio_doc(name)
+    (record,) = [r for r in _bench.fio_figures(doc) if r["op"] == op]
+    assert record["bw_bytes"] == bw_bytes
+    assert record["iops"] == pytest.approx(iops)
+    clat = doc["jobs"][0][op]["clat_ns"]
+    assert record["clat_ns_p99"] == clat["percentile"]["99.000000"]
+    assert record["clat_ns_p50"] == clat["percentile"]["50.000000"]
+    assert record["clat_ns_mean"] == pytest.approx(clat["mean"])
+
+
+def test_fio_figures_sync_latency_is_the_fdatasync_latency():
+    doc = fio_doc("fsync_disk.json")
+    (sync,) = [r for r in _bench.fio_figures(doc) if r["op"] == "sync"]
+    lat = doc["jobs"][0]["sync"]["lat_ns"]
+    # fio leaves sync.total_ios at 0; the sample count is the number of fdatasyncs.
+    assert doc["jobs"][0]["sync"]["total_ios"] == 0
+    assert sync["total_ios"] == lat["N"] == 4142
+    assert sync["clat_ns_p99"] == lat["percentile"]["99.000000"] == 3981312
+    assert sync["iops"] == pytest.approx(4142 / 2.001)
+    assert sync["bw_bytes"] is None
+
+
+def test_fio_figures_merge_several_jobs_through_their_bins():
+    doc = fio_doc("seq_read_nogroup.json")
+    jobs = doc["jobs"]
+    assert len(jobs) == 2
+    (record,) = _bench.fio_figures(doc)
+    assert record["op"] == "read"
+    assert record["bw_bytes"] == sum(job["read"]["bw_bytes"] for job in jobs)
+    assert record["io_bytes"] == sum(job["read"]["io_bytes"] for job in jobs)
+    assert record["iops"] == pytest.approx(sum(job["read"]["iops"] for job in jobs))
+    p99 = [job["read"]["clat_ns"]["percentile"]["99.000000"] for job in jobs]
+    assert min(p99) <= record["clat_ns_p99"] <= max(p99)
+    for job in jobs:
+        # Each job's own percentile, recomputed from its bins, is fio's figure.
+        assert _bench.percentile_from_bins(job["read"]["clat_ns"]["bins"], 99.0) == job["read"]["clat_ns"]["percentile"]["99.000000"]
+
+
+def test_fio_figures_pick_one_job_of_a_run():
+    doc = _bench.parse_fio_json(fixture("run", "lab-debian12", "fio-tmp.json"))
+    assert _bench.fio_job_names(doc) == ["seq_write", "seq_read", "randrw", "fsync"]
+    ops = {job: [r["op"] for r in _bench.fio_figures(doc, job)] for job in _bench.fio_job_names(doc)}
+    assert ops == {"seq_write": ["write"], "seq_read": ["read"], "randrw": ["read", "write"], "fsync": ["write", "sync"]}
+
+
+@pytest.mark.parametrize("bins, percent, expected", [
+    ({"10": 1, "20": 1, "30": 1, "40": 1}, 50.0, 20),
+    ({"10": 1, "20": 1, "30": 1, "40": 1}, 99.0, 40),
+    ({"10": 98, "1000": 2}, 99.0, 1000),
+    ({"10": 99, "1000": 1}, 99.0, 10),
+    ({}, 99.0, None),
+])
+def test_percentile_from_bins(bins, percent, expected):
+    assert _bench.percentile_from_bins(bins, percent) == expected
+
+
+def test_fio_argv_stonewalls_each_job():
+    argv = _bench.fio_argv([("seq_read", [("rw", "read"), ("bs", "1M")]), ("fsync", [("fdatasync", 1)])],
+                           "/srv/ram/x", "/var/tmp/out.json", [("runtime", 1), ("time_based", 1)])
+    assert argv == ["fio", "--output-format=json+", "--output=/var/tmp/out.json", "--directory=/srv/ram/x",
+                    "--runtime=1", "--time_based=1", "--name=seq_read", "--stonewall", "--rw=read", "--bs=1M",
+                    "--name=fsync", "--stonewall", "--fdatasync=1"]
+
+
+@pytest.mark.parametrize("name, op, block, bytes_, seconds", [
+    ("write_fdatasync.txt", "write", MIB, 33554432, 0.0456361),
+    ("write_dsync.txt", "write", MIB, 33554432, 0.101999),
+    ("read.txt", "read", MIB, 33554432, 0.00347072),
+])
+def test_dd_figures_one_transfer(name, op, block, bytes_, seconds):
+    record = _bench.dd_figures(fixture("dd", name), op, block)
+    assert record["io_bytes"] == bytes_
+    assert record["bw_bytes"] == int(bytes_ / seconds)
+    assert record["iops"] == pytest.approx(bytes_ / block / seconds)
+    assert record["op"] == op
+
+
+def test_dd_figures_many_small_files_use_the_wall_time():
+    text = fixture("dd", "small_files.txt")
+    runs = _bench.parse_dd(text)
+    assert [run["bytes"] for run in runs] == [1024, 1024, 1024]
+    record = _bench.dd_figures(text, "write", 1024, wall_seconds=0.03)
+    assert record["iops"] == pytest.approx(100.0)
+    assert record["io_bytes"] == 3072
+    assert record["clat_ns_mean"] == pytest.approx(sum(run["seconds"] for run in runs) / 3 * 1e9)
+    # Without the wall time, dd's own seconds.
+    assert _bench.dd_figures(text, "write", 1024)["iops"] == pytest.approx(3 / sum(run["seconds"] for run in runs))
+
+
+@pytest.mark.parametrize("text", ["", "dd: failed to open 'x': No such file or directory\n"])
+def test_parse_dd_refuses_output_without_a_transfer(text):
+    with pytest.raises(ValueError):
+        _bench.parse_dd(text)
+
+
+def test_parse_dd_reads_one_byte_and_exponent_forms():
+    assert _bench.parse_dd("1 byte copied, 2e-05 s, 50.0 kB/s\n") == [{"bytes": 1, "seconds": 2e-05}]
+
+
+def test_dd_sections():
+    sections = _bench.dd_sections(fixture("run", "lab-debian12", "dd.txt"))
+    assert sorted(sections) == sorted("%s %s" % (label, test) for label in ("tmp", "disk")
+                                      for test in ("write_fdatasync", "write_dsync", "read", "small_files"))
+    assert len(_bench.parse_dd(sections["tmp small_files"])) == 200
+
+
+def test_metadata_and_memcopy_probes():
+    doc = {"files": 1000, "dirs": 10, "file_bytes": 1024,
+           "seconds": {"create": 0.5, "stat": 0.01, "read": 0.02, "delete": 0.1}}
+    records = {r["op"]: r for r in _bench.metadata_figures(doc)}
+    assert records["create"]["iops"] == pytest.approx(2000.0)
+    assert records["stat"]["iops"] == pytest.approx(100000.0)
+    assert records["read"]["io_bytes"] == 1024000 and records["stat"]["io_bytes"] is None
+    assert _bench.memcopy_bw({"bytes": 1000, "seconds": [0.2, 0.1, 0.4]}) == 10000
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n", "AMD EPYC 7B13"),
+    ("processor\t: 0\nBogoMIPS\t: 50.00\nCPU part\t: 0xd0c\n", "0xd0c"),
+    ("Hardware\t: BCM2835\nmodel name\t: ARMv7 Processor rev 4 (v7l)\n", "ARMv7 Processor rev 4 (v7l)"),
+    ("", None),
+])
+def test_cpu_model(text, expected):
+    assert _bench.cpu_model(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("  4096   74   12288   0   12288   1   0   0   0\n",
+     {"orig_data_size": 4096, "compr_data_size": 74, "mem_used_total": 12288, "mem_limit": 0, "mem_used_max": 12288,
+      "same_pages": 1, "pages_compacted": 0, "huge_pages": 0, "huge_pages_since": 0}),
+    ("4096 74 12288 0 12288 1 0\n",
+     {"orig_data_size": 4096, "compr_data_size": 74, "mem_used_total": 12288, "mem_limit": 0, "mem_used_max": 12288,
+      "same_pages": 1, "pages_compacted": 0}),
+    ("", None),
+    (None, None),
+])
+def test_parse_mm_stat(text, expected):
+    assert _bench.parse_mm_stat(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [("lzo [lzo-rle] lz4", "lzo-rle"), ("[zstd]", "zstd"), ("lzo lz4", None), (None, None)])
+def test_zram_algorithm(text, expected):
+    assert _bench.zram_algorithm(text) == expected
+
+
+@pytest.mark.parametrize("ratio, higher, words", [
+    (9.6, True, "writes \u00d79.6 faster than disk"),
+    (0.8, True, "writes \u00d71.2 slower than disk"),
+    (8421.0, False, "writes \u00d78421 lower than disk"),
+    (0.5, False, "writes \u00d72.0 higher than disk"),
+    (12.4, True, "writes \u00d712 faster than disk"),
+])
+def test_sentence(ratio, higher, words):
+    text = _bench.sentence("tmpfs", "/srv/ram", "/var/tmp", "h1", "writes", ratio, higher)
+    assert text == "tmpfs (/srv/ram) %s (/var/tmp) on host h1" % words
+
+
+def _record(host, label, kind, test, op, **figures):
+    record = dict((column, None) for column in _bench.COLUMNS)
+    record.update(host=host, label=label, kind=kind, backend="tmpfs" if kind == "ram" else "ext4", tool="fio",
+                  test=test, op=op, path="/" + label, groups="all")
+    record.update(figures)
+    return record
+
+
+def test_ratio_rows_and_groups():
+    records = [
+        _record("h1", "ram", "ram", "seq_write", "write", bw_bytes=1000),
+        _record("h1", "disk", "disk", "seq_write", "write", bw_bytes=100),
+        _record("h1", "ram", "ram", "fsync", "sync", clat_ns_p99=10),
+        _record("h1", "disk", "disk", "fsync", "sync", clat_ns_p99=1000),
+        _record("h2", "ram", "ram", "seq_write", "write", bw_bytes=400),
+        _record("h2", "disk", "disk", "seq_write", "write", bw_bytes=100),
+        _record("h2", "disk", "disk", "fsync", "sync", clat_ns_p99=1000),   # no RAM figure: no ratio
+    ]
+    rows = _bench.ratio_rows(records)
+    assert [(r["host"], r["test"], r["ratio"]) for r in rows] == [
+        ("h1", "seq_write", 10.0), ("h1", "fsync", 100.0), ("h2", "seq_write", 4.0)]
+    assert rows[0]["sentence"] == "tmpfs (/ram) writes sequentially \u00d710 faster than disk (/disk) on host h1"
+    groups = _bench.group_rows(rows, {"h1": ["db", "all"], "h2": ["web", "all"]})
+    by = {(g["group"], g["test"]): g for g in groups}
+    assert by[("all", "seq_write")]["ratio_geomean"] == pytest.approx(round((10.0 * 4.0) ** 0.5, 3))
+    assert by[("all", "seq_write")]["hosts"] == 2
+    assert by[("db", "fsync")]["ratio_geomean"] == 100.0
+    assert ("web", "fsync") not in by
+
+
+def test_csv_text_quotes_and_round_trips():
+    records = [{"host": "h1", "mount_options": "rw,nosuid", "iops": 1.23456789, "label": 'a"b', "bw_bytes": None}]
+    text = _bench.csv_text(records, ("host", "mount_options", "iops", "label", "bw_bytes"))
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows == [{"host": "h1", "mount_options": "rw,nosuid", "iops": "1.234568", "label": 'a"b', "bw_bytes": ""}]
+
+
+def test_host_records_from_a_real_run_carry_every_column():
+    base = os.path.join(FIXTURES, "run", "lab-debian12")
+    with open(os.path.join(base, "manifest.json"), encoding="utf-8") as handle:
+        manifest = json.load(handle)
+
+    def read_raw(name):
+        with open(os.path.join(base, name), encoding="utf-8") as handle:
+            return handle.read()
+
+    records, problems = _bench.host_records(manifest, read_raw)
+    assert problems == []
+    assert all(set(r) == set(_bench.COLUMNS) for r in records)
+    tests = set((r["label"], r["tool"], r["test"], r["op"]) for r in records)
+    for label in ("tmp", "disk"):
+        for expected in (("fio", "seq_write", "write"), ("fio", "seq_read", "read"), ("fio", "randrw", "read"),
+                         ("fio", "randrw", "write"), ("fio", "fsync", "sync"), ("dd", "write_fdatasync", "write"),
+                         ("dd", "write_dsync", "write"), ("dd", "read", "read"), ("dd", "small_files", "write"),
+                         ("metadata", "metadata", "create"), ("metadata", "metadata", "delete")):
+            assert (label,) + expected in tests
+    ram = [r for r in records if r["kind"] == "ram"]
+    assert ram and all(r["direct"] == 0 for r in ram)
+    assert all(r["cpu_model"] and r["kernel"] and r["cores"] and r["mem_total_bytes"] for r in records)
+    fractions = [r["memcopy_fraction"] for r in ram if r["test"] in ("seq_read", "seq_write") and r["tool"] == "fio"]
+    assert len(fractions) == 2 and all(0 < f < 10 for f in fractions)
+
+
+def test_host_records_report_a_missing_raw_file():
+    manifest = {"host": "h", "targets": [{"label": "t", "path": "/t", "kind": "ram", "backend": "tmpfs",
+                                          "fio": "fio-t.json", "fio_jobs": ["seq_write"]}]}
+
+    def read_raw(name):
+        raise IOError("no such file: %s" % name)
+
+    records, problems = _bench.host_records(manifest, read_raw)
+    assert records == [] and problems == ["h: fio-t.json: no such file: fio-t.json"]
