@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/scripts/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: demo test setup lab lab-down lint unit sanity molecule build bench clean
+.PHONY: demo test setup lab lab-down vm-image vm-down lint unit sanity molecule build bench clean
 
 setup:
 	bash scripts/bootstrap.sh
@@ -22,6 +22,13 @@ lab: setup
 
 lab-down:
 	ansible-playbook -i inventories/lab scripts/lab/lab.yml -e lab_state=absent
+
+# The VM for what containers cannot show (brd, module loading, real reboots): molecule/vm.
+vm-image: setup
+	bash scripts/lab/vm_image.sh
+
+vm-down:
+	bash scripts/lab/vm.sh down
 
 demo: lab
 	ansible-playbook -i inventories/lab playbooks/site.yml
@@ -37,10 +44,11 @@ unit: setup
 sanity: setup
 	bash scripts/test/sanity.sh
 
-molecule: setup
+molecule: setup vm-image
 	bash scripts/lab/dockerd.sh
 	bash scripts/lab/images.sh
-	set -e; for s in $(SCENARIOS); do echo "== molecule test -s $$s"; molecule test -s $$s; done
+	set -e; for s in $(SCENARIOS); do echo "== molecule test -s $$s"; \
+	  molecule test -s $$s || { bash scripts/lab/vm.sh down; exit 1; }; done
 
 build: setup
 	bash scripts/test/build.sh
@@ -52,5 +60,5 @@ test: lint unit sanity build molecule
 bench: setup
 	$(BIN)/python scripts/bench/facts_scan.py
 
-clean: lab-down
+clean: lab-down vm-down
 	rm -rf build .cache tests/output

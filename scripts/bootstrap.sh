@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 # Python 3.11: ansible-core 2.19, the newest release that runs on it, is what the tools are pinned to.
 PY=${PYTHON:-$(command -v python3.11 || command -v python3)}
-APT_PACKAGES=(docker.io debootstrap fio rsync shellcheck python3-venv)
+APT_PACKAGES=(docker.io debootstrap fio rsync shellcheck python3-venv qemu-system-x86 qemu-utils openssh-client)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

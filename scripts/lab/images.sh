@@ -10,15 +10,8 @@ PACKAGES=python3,systemd,systemd-sysv,util-linux,e2fsprogs,fio,kmod,procps,attr,
 REPO=ramdisk-lab/debian
 declare -A TAG=([bookworm]=12 [trixie]=13)
 
-# The mirror is the one this machine's apt already uses, unless LAB_MIRROR names another.
-mirror() {
-  if [[ -n ${LAB_MIRROR:-} ]]; then echo "$LAB_MIRROR"; return; fi
-  local uri
-  uri=$(grep -hoE '^(URIs:|deb)\s+\S+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
-        | awk '{print $2}' | grep -v -e security -e '^\[' | head -n1 || true)
-  [[ -n $uri ]] || { echo "images.sh: no Debian mirror in /etc/apt sources; set LAB_MIRROR" >&2; exit 1; }
-  echo "$uri"
-}
+# shellcheck source=scripts/lab/mirror.sh
+source "$(dirname "$0")/mirror.sh"
 
 build() {
   local suite=$1 tag=${TAG[$1]}
@@ -32,7 +25,7 @@ build() {
   root=$(mktemp -d /var/tmp/ramdisk-lab-rootfs.XXXXXX)
   trap 'rm -rf "$root"' RETURN
   echo "images.sh: debootstrap $suite into $root (about a minute)"
-  debootstrap --variant=minbase --include="$PACKAGES" "$suite" "$root" "$(mirror)" >"$root.log" 2>&1 \
+  debootstrap --variant=minbase --include="$PACKAGES" "$suite" "$root" "$(lab_mirror)" >"$root.log" 2>&1 \
     || { tail -n 20 "$root.log" >&2; echo "images.sh: debootstrap $suite failed; log above" >&2; exit 1; }
   rm -f "$root.log"
   # A container has no consoles or hardware: units that wait for them only slow the boot.
