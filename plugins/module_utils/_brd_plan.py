@@ -13,6 +13,7 @@ from __future__ import annotations
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
     _Entry,
     _decide,
+    _intake,
     _is_under,
     block_filesystem,
 )
@@ -74,14 +75,9 @@ def plan_brd(request, facts, host="localhost", defaults=None):
         mounts = []
     for index, item in enumerate(mounts):
         entry = _Entry(host, "brd_mounts", index, errors, item.get("label") if isinstance(item, dict) else None)
-        if not isinstance(item, dict):
-            entry.error(None, item, "not a mapping", "Give each mount as a mapping with disk and path.")
+        values = _intake(entry, item, ENTRY_KEYS, defaults, "mount, with disk and path,")
+        if values is None:
             continue
-        for key in item:
-            if key not in ENTRY_KEYS:
-                entry.error(key, item[key], "an unknown key", "Valid keys are %s." % ", ".join(ENTRY_KEYS))
-        values = dict(defaults)
-        values.update({key: value for key, value in item.items() if value is not None})
         if state == "absent":
             values["state"] = "absent"
         disk = values.get("disk")

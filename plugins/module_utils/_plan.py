@@ -170,6 +170,27 @@ def _check_account(entry, key, value):
     return value
 
 
+def _intake(entry, item, entry_keys, defaults, what):
+    """The entry's values over the defaults, or None when it is not a mapping; unknown keys are errors."""
+    if not isinstance(item, dict):
+        entry.error(None, item, "not a mapping", "Give each %s as a mapping." % what)
+        return None
+    for key in item:
+        if key not in entry_keys:
+            entry.error(key, item[key], "an unknown key", "Valid keys are %s." % ", ".join(entry_keys))
+    values = dict(defaults)
+    values.update({key: value for key, value in item.items() if value is not None})
+    return values
+
+
+def _check_root(entry, values):
+    """Mode, owner and group of a mount's root, each checked, or None where not given or wrong."""
+    mode, owner, group = values.get("mode"), values.get("owner"), values.get("group")
+    return (None if mode is None else _check_mode(entry, mode),
+            None if owner is None else _check_account(entry, "owner", owner),
+            None if group is None else _check_account(entry, "group", group))
+
+
 def _check_extra_options(entry, options, flags):
     if options is None:
         return []
@@ -267,14 +288,9 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
     seen_paths = {}
     for index, item in enumerate(mounts):
         entry = _Entry(host, var_name, index, errors, item.get("label") if isinstance(item, dict) else None)
-        if not isinstance(item, dict):
-            entry.error(None, item, "not a mapping", "Give each mount as a mapping with at least path and size.")
+        values = _intake(entry, item, entry_keys, defaults, "mount, with at least path and size,")
+        if values is None:
             continue
-        for key in item:
-            if key not in entry_keys:
-                entry.error(key, item[key], "an unknown key", "Valid keys are %s." % ", ".join(entry_keys))
-        values = dict(defaults)
-        values.update({key: value for key, value in item.items() if value is not None})
 
         raw_path = item.get("path")
         path = _check_path(entry, raw_path)
@@ -317,15 +333,7 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
                             "Use a positive whole number, optionally with k, m or g (e.g. 1m).")
                 nr_inodes = None
 
-        mode = values.get("mode")
-        if mode is not None:
-            mode = _check_mode(entry, mode)
-        owner = values.get("owner")
-        if owner is not None:
-            owner = _check_account(entry, "owner", owner)
-        group = values.get("group")
-        if group is not None:
-            group = _check_account(entry, "group", group)
+        mode, owner, group = _check_root(entry, values)
         huge = None if ramfs else values.get("huge")
         if huge is not None and huge not in HUGE_CHOICES:
             entry.error("huge", huge, "not a tmpfs huge page policy", "Use one of %s." % ", ".join(HUGE_CHOICES))
@@ -589,15 +597,7 @@ def block_filesystem(entry, values, size_bytes, state, requires):
             isinstance(option, str) for option in mkfs_options):
         entry.error("mkfs_options", mkfs_options, "not a list of strings", "Give them as a list, e.g. ['-m', '0'].")
         mkfs_options = []
-    mode = values.get("mode")
-    if mode is not None:
-        mode = _check_mode(entry, mode)
-    owner = values.get("owner")
-    if owner is not None:
-        owner = _check_account(entry, "owner", owner)
-    group = values.get("group")
-    if group is not None:
-        group = _check_account(entry, "group", group)
+    mode, owner, group = _check_root(entry, values)
     flags = {flag: _as_bool(entry, flag, values.get(flag, False)) for flag in FLAG_KEYS if flag != "noswap"}
     flags["noswap"] = False
     discard = _as_bool(entry, "discard", values.get("discard", True))

@@ -17,6 +17,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
     _Entry,
     _as_bool,
     _decide,
+    _intake,
     _is_under,
     block_filesystem,
 )
@@ -63,14 +64,9 @@ def plan_zram(devices, facts, host="localhost", var_name="zram_devices", default
     paths = {}
     for index, item in enumerate(devices):
         entry = _Entry(host, var_name, index, errors, item.get("label") if isinstance(item, dict) else None)
-        if not isinstance(item, dict):
-            entry.error(None, item, "not a mapping", "Give each device as a mapping with at least name, use and size.")
+        values = _intake(entry, item, ENTRY_KEYS, defaults, "device, with at least name, use and size,")
+        if values is None:
             continue
-        for key in item:
-            if key not in ENTRY_KEYS:
-                entry.error(key, item[key], "an unknown key", "Valid keys are %s." % ", ".join(ENTRY_KEYS))
-        values = dict(defaults)
-        values.update({key: value for key, value in item.items() if value is not None})
 
         name = values.get("name")
         if not isinstance(name, str) or not _NAME_RE.match(name):
