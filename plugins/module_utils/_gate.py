@@ -11,8 +11,12 @@ from __future__ import annotations
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import format_size
 
 
-def tmp_gate(usage_bytes, complete, mem_total, mem_available, swap_free, tmp_is_ram_backed, tmpfs_supported):
-    """Return fits_half_ram, fits_free_memory_and_swap, recommended and reasons (sentences)."""
+def tmp_gate(usage_bytes, complete, mem_total, mem_available, swap_free, tmp_is_ram_backed, tmpfs_supported,
+             path="/tmp"):
+    """Return fits_half_ram, fits_free_memory_and_swap, recommended and reasons (sentences).
+
+    PATH only names the directory in the reasons: the ramdisk role gates any tmp-purpose path the same way.
+    """
     usage = int(usage_bytes or 0)
     half_ram = int(mem_total) // 2
     room = int(mem_available) + int(swap_free)
@@ -20,33 +24,33 @@ def tmp_gate(usage_bytes, complete, mem_total, mem_available, swap_free, tmp_is_
 
     fits_half_ram = usage <= half_ram
     if fits_half_ram:
-        reasons.append("/tmp uses %s, which fits in half of RAM (%s)." % (format_size(usage), format_size(half_ram)))
+        reasons.append("%s uses %s, which fits in half of RAM (%s)." % (path, format_size(usage), format_size(half_ram)))
     else:
-        reasons.append("/tmp uses %s, more than half of RAM (%s)." % (format_size(usage), format_size(half_ram)))
+        reasons.append("%s uses %s, more than half of RAM (%s)." % (path, format_size(usage), format_size(half_ram)))
 
     if tmp_is_ram_backed:
         # Its pages are already counted as used memory, so moving it frees them first.
         room += usage
         reasons.append(
-            "/tmp is already RAM-backed, so its %s is already in memory and is added back to the "
-            "%s available plus %s free swap." % (format_size(usage), format_size(mem_available), format_size(swap_free))
+            "%s is already RAM-backed, so its %s is already in memory and is added back to the "
+            "%s available plus %s free swap." % (path, format_size(usage), format_size(mem_available), format_size(swap_free))
         )
     fits_free = usage <= room
     if fits_free:
-        reasons.append("/tmp's %s fits in free memory and swap (%s)." % (format_size(usage), format_size(room)))
+        reasons.append("%s's %s fits in free memory and swap (%s)." % (path, format_size(usage), format_size(room)))
     else:
         reasons.append(
-            "/tmp's %s does not fit in free memory and swap (%s available, %s free swap)."
-            % (format_size(usage), format_size(mem_available), format_size(swap_free))
+            "%s's %s does not fit in free memory and swap (%s available, %s free swap)."
+            % (path, format_size(usage), format_size(mem_available), format_size(swap_free))
         )
 
     if not complete:
         reasons.append(
-            "The scan of /tmp stopped before the end, so its usage is at least %s; run again with a "
-            "longer scan_timeout." % format_size(usage)
+            "The scan of %s stopped before the end, so its usage is at least %s; run again with a "
+            "longer scan_timeout." % (path, format_size(usage))
         )
     if not tmpfs_supported:
-        reasons.append("The kernel does not list tmpfs in /proc/filesystems, so /tmp cannot go to tmpfs.")
+        reasons.append("The kernel does not list tmpfs in /proc/filesystems, so %s cannot go to tmpfs." % path)
 
     recommended = bool(complete and tmpfs_supported and fits_half_ram and fits_free)
     return {
