@@ -7,6 +7,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._brd_plan import plan_brd
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist import review_persist
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_ramfs, plan_summary, plan_tmpfs
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram_plan import plan_zram
 
@@ -40,6 +41,16 @@ def ramfs_plan(mounts, facts=None, host="localhost", var_name="ramfs_mounts", de
     return _checked("ramfs_plan", plan_ramfs, mounts, facts, host, var_name, defaults)
 
 
+def persist_review(mounts, states=None, host="localhost"):
+    if not isinstance(mounts, (list, tuple)):
+        raise AnsibleFilterError("persist_review: the input must be a list of planned mounts, not %s"
+                                 % type(mounts).__name__)
+    if states is not None and not isinstance(states, dict):
+        raise AnsibleFilterError("persist_review: states must be a mapping of token to host state, not %s"
+                                 % type(states).__name__)
+    return review_persist(mounts, states or {}, host=str(host))
+
+
 def mount_plan_summary(plan):
     if not isinstance(plan, dict):
         raise AnsibleFilterError("mount_plan_summary: the input must be the result of tmpfs_plan, not %s"
@@ -55,4 +66,5 @@ class FilterModule(object):
             "zram_plan": zram_plan,
             "brd_plan": brd_plan,
             "mount_plan_summary": mount_plan_summary,
+            "persist_review": persist_review,
         }

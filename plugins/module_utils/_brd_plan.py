@@ -16,12 +16,13 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
     _intake,
     _is_under,
     block_filesystem,
+    check_backings,
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import SizeError, format_size, parse_size
 
 ENTRY_KEYS = (
     "disk", "path", "state", "fstype", "mkfs_options", "mode", "owner", "group", "discard", "noatime", "nosuid",
-    "nodev", "noexec", "options", "migrate", "label",
+    "nodev", "noexec", "options", "migrate", "persist", "label",
 )
 MAX_DISKS = 64
 # Made by systemd-modules-load from /etc/modules-load.d at boot, before local file systems.
@@ -115,6 +116,7 @@ def plan_brd(request, facts, host="localhost", defaults=None):
                 errors.append("Host %s: %s.path is '%s': it is inside %s.path '%s', and nested RAM mounts hide "
                               "each other depending on mount order. Choose paths that do not contain one another."
                               % (host, inner["label"], inner["path"], outer["label"], outer["path"]))
+    check_backings(planned, facts, host, errors)
     for mount in planned:
         _decide(mount, facts, host, "brd_mounts", errors)
 

@@ -9,10 +9,15 @@ the bad value and the fix. It never touches the host.
 Paths: /run itself is refused (systemd owns it) but a subdirectory such as /run/build is
 allowed; /var/tmp, /var/cache/x and /var/lib/x are allowed; nothing under /proc, /sys or
 /dev is. Two mounted entries may not nest (the mount order would decide which one is seen).
+
+persist (any backend's file-system mount) keeps a copy of the mount in a backing directory on disk:
+restored at boot, written back by a timer and at stop. check_persist() and check_backings() check it;
+the backing must be on disk, outside every RAM mount, and not shared.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
@@ -34,13 +39,13 @@ HUGE_CHOICES = ("never", "always", "within_size", "advise")
 STATES = ("mounted", "absent")
 ENTRY_KEYS = (
     "path", "size", "nr_inodes", "mode", "owner", "group", "huge", "mpol", "noswap", "noatime",
-    "nosuid", "nodev", "noexec", "options", "state", "migrate", "label",
+    "nosuid", "nodev", "noexec", "options", "state", "migrate", "persist", "label",
 )
 # ramfs has no size limit, inode limit, huge pages, NUMA policy or noswap: max_size is what it is
 # allowed to hold, counted against RAM by the planner, never given to the kernel.
 RAMFS_ENTRY_KEYS = (
     "path", "max_size", "mode", "owner", "group", "noatime", "nosuid", "nodev", "noexec", "options", "state",
-    "migrate", "label",
+    "migrate", "persist", "label",
 )
 FLAG_KEYS = ("noswap", "noatime", "nosuid", "nodev", "noexec")
 # File systems the roles make on RAM block devices (zram, brd).
@@ -75,6 +80,33 @@ _MPOL_RE = re.compile(
     r"^(?:default|local|prefer(?::\d+)?|bind:%s|interleave(?::%s)?|weighted-interleave(?::%s)?|"
     r"preferred-many:%s)(?:=(?:static|relative))?$" % (_NODELIST, _NODELIST, _NODELIST, _NODELIST)
 )
+PERSIST_KEYS = ("backing", "interval", "services")
+PERSIST_INTERVAL = "15min"
+# Where a backing copy would not outlive a reboot, or would be cleaned away.
+BACKING_REFUSED_TREES = (
+    ("/proc", "a kernel file system"),
+    ("/sys", "a kernel file system"),
+    ("/dev", "device nodes and /dev/shm, in RAM"),
+    ("/run", "in RAM (tmpfs) and empty at every boot"),
+    ("/tmp", "emptied at boot or by age (systemd-tmpfiles)"),
+    ("/var/tmp", "emptied by age (systemd-tmpfiles)"),
+)
+# Paths the persist units and the helper's arguments carry as they are: no spaces, quotes, '%' or '\\'.
+_UNIT_SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9._@+/-]*$")
+# systemd.time(7) time spans: numbers, each with an optional unit (seconds without one).
+_TIMESPAN_UNITS = {
+    "": 1, "s": 1, "sec": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hr": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+    "w": 604800, "week": 604800, "weeks": 604800,
+    "M": 2629800, "month": 2629800, "months": 2629800,
+    "y": 31557600, "year": 31557600, "years": 31557600,
+    "ms": 0.001, "msec": 0.001, "us": 0.000001, "usec": 0.000001,
+}
+_TIMESPAN_PART_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)")
+# A unit name with its type; a template (name@.service) needs an instance to be ordered against.
+_UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9:_.\\-]+(?:@[A-Za-z0-9:_.\\-]+)?\.(?:service|socket|target|mount|path|timer)$")
 _MODE_RE = re.compile(r"^[0-7]{3,4}$")
 _ACCOUNT_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?$")
 _TRUE = ("true", "yes", "on", "1")
@@ -229,6 +261,181 @@ def _check_extra_options(entry, options, flags):
     return extras
 
 
+def mount_token(path):
+    """The name a mount's files and units carry: readable and unique (/srv/a-b and /srv/a/b differ in the hash).
+
+    The mount role computes the same in Jinja for entries that come without one.
+    """
+    return "%s-%s" % (re.sub(r"[^A-Za-z0-9_.]", "-", path[1:]), hashlib.sha1(path.encode("utf-8")).hexdigest()[:8])
+
+
+def timespan_seconds(value):
+    """Seconds in a systemd time span such as 30s, 5min, 1h30min or 900 (seconds); None if it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    total = 0.0
+    position = 0
+    while position < len(text):
+        match = _TIMESPAN_PART_RE.match(text, position)
+        if match is None or match.end() == position or match.group(2) not in _TIMESPAN_UNITS:
+            return None
+        total += float(match.group(1)) * _TIMESPAN_UNITS[match.group(2)]
+        position = match.end()
+        while position < len(text) and text[position].isspace():
+            position += 1
+    return total
+
+
+def check_persist(entry, value, path):
+    """An entry's persist, normalized to {'backing', 'interval', 'interval_seconds', 'services'}, or None when off.
+
+    PATH is the entry's checked mount point (None when it was wrong); errors go to ENTRY.
+    """
+    if value is None or value is False:
+        return None
+    example = "{backing: /var/lib/ramdisk-backing/<name>, interval: 15min, services: [<unit>.service]}"
+    if value is True:
+        entry.error("persist", value, "persist without a backing directory",
+                    "Give persist as a mapping that names the directory on disk keeping the copy, e.g. %s." % example)
+        return None
+    if not isinstance(value, dict):
+        entry.error("persist", value, "not a mapping", "Give persist as a mapping such as %s, or null to turn it off."
+                    % example)
+        return None
+    ok = entry.ok
+    entry.ok = True
+    for key in value:
+        if key not in PERSIST_KEYS:
+            entry.error("persist.%s" % key, value[key], "an unknown key", "Valid keys are %s." % ", ".join(PERSIST_KEYS))
+
+    backing = _check_backing(entry, value.get("backing"), path)
+    interval = value.get("interval")
+    if interval is None:
+        interval = PERSIST_INTERVAL
+    seconds = timespan_seconds(interval)
+    if seconds is None:
+        entry.error("persist.interval", interval, "not a systemd time span",
+                    "Use a span such as 30s, 5min, 1h or 1h30min (a plain number is seconds).")
+    elif seconds < 1:
+        entry.error("persist.interval", interval, "shorter than a second",
+                    "Use a span of at least 1s, such as 30s, 5min or 1h; each sync copies the whole mount.")
+
+    services = value.get("services")
+    if services is None:
+        services = []
+    if isinstance(services, str) or not isinstance(services, (list, tuple)):
+        entry.error("persist.services", services, "not a list of unit names",
+                    "Give a list such as [postgresql@15-main.service], or [] for none.")
+        services = []
+    for position, unit in enumerate(services):
+        if not isinstance(unit, str) or not _UNIT_NAME_RE.match(unit):
+            fix = "Write the full unit name with its type, e.g. postgresql@15-main.service."
+            if isinstance(unit, str) and "@." in unit:
+                fix = "Name an instance of the template, e.g. %s." % unit.replace("@.", "@<instance>.")
+            elif isinstance(unit, str) and re.match(r"^[A-Za-z0-9:_.\\-]+(?:@[A-Za-z0-9:_.\\-]+)?$", unit):
+                fix = "Write the unit's type too: '%s.service'." % unit
+            entry.error("persist.services[%d]" % position, unit, "not a unit name", fix)
+    if path == "/tmp":
+        entry.error("persist", value, "set on /tmp, and /tmp is emptied at boot by design",
+                    "Set persist: null for /tmp; persist is for a data directory such as /var/lib/<name>.")
+    if path is not None and not _UNIT_SAFE_PATH_RE.match(path):
+        entry.error("path", path, "a path the persist units cannot carry (only letters, digits and . _ - + @ /)",
+                    "Choose a mount point without spaces or other special characters, or set persist: null.")
+
+    persisted = entry.ok
+    entry.ok = ok and persisted
+    if not persisted:
+        return None
+    return {
+        "backing": backing,
+        "interval": interval.strip() if isinstance(interval, str) else "%gs" % seconds,
+        "interval_seconds": seconds,
+        "services": list(dict.fromkeys(services)),
+    }
+
+
+def _check_backing(entry, raw, path):
+    fix = "Give the directory on disk that keeps the copy, e.g. /var/lib/ramdisk-backing/<name>."
+    if raw is None:
+        entry.error("persist.backing", raw, "persist without a backing directory",
+                    "Set persist.backing to the directory on disk that keeps the copy, e.g. "
+                    "/var/lib/ramdisk-backing/<name>.")
+        return None
+    if not isinstance(raw, str) or not raw.strip():
+        entry.error("persist.backing", raw, "not a path", fix)
+        return None
+    if not raw.startswith("/"):
+        entry.error("persist.backing", raw, "a relative path", "Give an absolute path, e.g. /%s." % raw.lstrip("./"))
+        return None
+    backing = normalize_path(raw)
+    if backing is None:
+        entry.error("persist.backing", raw, "a path with '..'", "Write the path without '..' components.")
+        return None
+    if not _UNIT_SAFE_PATH_RE.match(backing):
+        entry.error("persist.backing", raw, "a path the persist units cannot carry (only letters, digits and "
+                    ". _ - + @ /)", "Choose a directory without spaces or other special characters.")
+        return None
+    if backing in SYSTEM_PATHS or backing in ("/tmp", "/var/tmp", "/srv", "/opt", "/mnt", "/media"):
+        entry.error("persist.backing", raw, "a system directory, which the backing would take over",
+                    "Use a directory of its own, e.g. /var/lib/ramdisk-backing/<name>.")
+        return None
+    for tree, why in BACKING_REFUSED_TREES:
+        if _is_under(backing, tree):
+            entry.error("persist.backing", raw, "under %s, which is %s, so the copy would not outlive a reboot"
+                        % (tree, why), "Put the backing on disk, e.g. /var/lib/ramdisk-backing/<name>.")
+            return None
+    if path is not None and (backing == path or _is_under(backing, path)):
+        entry.error("persist.backing", raw, "inside the RAM mount '%s' itself, so it would be lost with it" % path,
+                    "Put the backing on disk outside the mount, e.g. /var/lib/ramdisk-backing/<name>.")
+        return None
+    if path is not None and _is_under(path, backing):
+        entry.error("persist.backing", raw, "a directory that holds the RAM mount '%s'" % path,
+                    "Give the backing a directory of its own, e.g. /var/lib/ramdisk-backing/<name>.")
+        return None
+    return backing
+
+
+def check_backings(planned, facts, host, errors):
+    """Rules between entries: a backing is not inside a RAM mount of the request or a live one, nor shared.
+
+    PLANNED are mount entries (each with label, path, state, persist); errors name the host and the entries.
+    """
+    mounted = [entry for entry in planned if entry["state"] == "mounted"]
+    live = [mount for mount in (facts or {}).get("mounts") or () if mount.get("path")]
+    seen = {}
+    for entry in planned:
+        persist = entry.get("persist")
+        if not persist or not persist.get("backing"):
+            continue
+        backing = persist["backing"]
+        name = "%s.persist.backing" % entry["label"]
+        for other in mounted:
+            if other is not entry and (backing == other["path"] or _is_under(backing, other["path"])):
+                errors.append("Host %s: %s is '%s': it is inside %s.path '%s', a RAM mount of this request, so the "
+                              "copy would not outlive a reboot. Put the backing on disk, outside every RAM mount."
+                              % (host, name, backing, other["label"], other["path"]))
+                break
+        else:
+            for mount in live:
+                if backing == mount["path"] or _is_under(backing, mount["path"]):
+                    errors.append("Host %s: %s is '%s': it is inside the %s mounted at '%s', which is in RAM, so the "
+                                  "copy would not outlive a reboot. Put the backing on disk, outside every RAM mount."
+                                  % (host, name, backing, mount.get("fstype"), mount["path"]))
+                    break
+        for other_backing, other_name in seen.items():
+            if backing == other_backing or _is_under(backing, other_backing) or _is_under(other_backing, backing):
+                errors.append("Host %s: %s is '%s': it overlaps %s '%s'. Give every persisted mount a backing "
+                              "directory of its own, none inside another." % (host, name, backing, other_name,
+                                                                              other_backing))
+                break
+        seen[backing] = name
+
+
 def _live_option(options, name, default=None):
     for option in options or ():
         key, sep, value = option.partition("=")
@@ -298,6 +505,10 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
         if state not in STATES:
             entry.error("state", state, "not a known state", "Use mounted or absent.")
         migrate = _as_bool(entry, "migrate", values.get("migrate", False))
+        persist = check_persist(entry, values.get("persist"), path)
+        if persist is not None:
+            # The data already there is adopted: copied in now, then kept in the backing.
+            migrate = True
         flags = {}
         for flag in FLAG_KEYS:
             flags[flag] = _as_bool(entry, flag, values.get(flag, False))
@@ -395,6 +606,8 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
             "mpol": mpol,
             "noswap": flags["noswap"],
             "migrate": migrate,
+            "persist": persist,
+            "token": mount_token(path),
             "options": options,
             "remount_options": [],
             "current": None,
@@ -416,6 +629,7 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
                     % (host, inner["label"], inner["path"], outer["label"], outer["path"]))
                 nested_bad.add(inner["index"])
     planned = [entry for entry in planned if entry["index"] not in nested_bad]
+    check_backings(planned, facts, host, errors)
 
     for entry in planned:
         _decide(entry, facts, host, var_name, errors)
@@ -566,6 +780,8 @@ def plan_summary(plan):
             if entry.get("ram_bytes") is not None:
                 line += " of %s" % format_size(entry["ram_bytes"])
             line += " with %s" % ",".join(entry["options"])
+        if entry.get("persist") and entry["state"] == "mounted":
+            line += ", kept in %s (synced every %s)" % (entry["persist"]["backing"], entry["persist"]["interval"])
         if entry.get("changes"):
             line += " (%s)" % "; ".join(entry["changes"])
         if entry.get("reboot_required"):
@@ -603,6 +819,9 @@ def block_filesystem(entry, values, size_bytes, state, requires):
     discard = _as_bool(entry, "discard", values.get("discard", True))
     extras = _check_extra_options(entry, values.get("options"), flags)
     migrate = _as_bool(entry, "migrate", values.get("migrate", False))
+    persist = check_persist(entry, values.get("persist"), path)
+    if persist is not None:
+        migrate = True
     if path is None or not entry.ok:
         return None
     # discard hands freed blocks back, so deleted files stop holding RAM; makefs lets systemd make the file
@@ -629,6 +848,8 @@ def block_filesystem(entry, values, size_bytes, state, requires):
         "owner": owner,
         "group": group,
         "migrate": migrate,
+        "persist": persist,
+        "token": mount_token(path),
         "mkfs_options": list(mkfs_options),
         "options": options,
         "remount_options": [],

@@ -233,11 +233,10 @@ def _normalize(where, item, host, purposes, defaults, state, mem_total, errors):
         entry.error("backend", backend, "not a known backend", "Use one of %s." % ", ".join(BACKENDS))
         return None
     for key in item:
-        for other, keys in BACKEND_KEYS.items():
-            if key in keys and key not in BACKEND_KEYS[backend]:
-                entry.error(key, item[key], "a %s key, and this entry's backend is %s" % (other, backend),
-                            "Remove it, or set backend: %s." % other)
-                break
+        owners = [other for other, keys in BACKEND_KEYS.items() if key in keys]
+        if owners and backend not in owners:
+            entry.error(key, item[key], "a %s key, and this entry's backend is %s" % (" and ".join(owners), backend),
+                        "Remove it, or set backend: %s." % " or ".join(owners))
         if key == "gate" and purpose != "tmp":
             entry.error(key, item[key], "a key of the tmp purpose, and this entry's purpose is %s" % purpose,
                         "Remove it, or set purpose: tmp.")
@@ -298,9 +297,6 @@ def _normalize(where, item, host, purposes, defaults, state, mem_total, errors):
         entry.error("persist", persist, "off for a database-purpose mount, which must never lose its data",
                     "Set persist: {backing: /var/lib/ramdisk-backing/<name>} (a directory on disk), or use "
                     "purpose custom if losing the data at a crash or reboot is acceptable.")
-    if persist is not None and persist is not False and backend in ("zram", "brd"):
-        entry.error("persist", persist, "not offered for %s yet" % backend,
-                    "Use backend tmpfs or ramfs for data that is synced back to disk.")
     if backend == "zram" and values.get("name") is not None and not isinstance(values.get("name"), str):
         entry.error("name", values.get("name"), "not a device name", "Use a short name such as build.")
 
@@ -350,7 +346,7 @@ def _gates(entries, facts, host, errors, warnings):
         if verdict["gate"] == "enforce":
             errors.append("Host %s: %s puts '%s' in RAM, but it does not fit: %s Free some of it, add memory, or set "
                           "%s.gate to warn or off to go ahead anyway." % (host, entry["label"], entry["path"], words,
-                                                                         entry["label"]))
+                                                                          entry["label"]))
         else:
             warnings.append("Host %s: %s puts '%s' in RAM although it may not fit (gate: warn): %s"
                             % (host, entry["label"], entry["path"], words))
@@ -426,7 +422,7 @@ _TMPFS_KEYS = ("path", "size", "nr_inodes", "mode", "owner", "group", "huge", "m
 _RAMFS_KEYS = ("path", "mode", "owner", "group", "noatime", "nosuid", "nodev", "noexec", "options", "state",
                "migrate", "label", "persist")
 _BLOCK_KEYS = ("path", "fstype", "mkfs_options", "mode", "owner", "group", "discard", "noatime", "nosuid", "nodev",
-               "noexec", "options", "migrate", "label")
+               "noexec", "options", "migrate", "label", "persist")
 
 
 def _pick(values, keys):

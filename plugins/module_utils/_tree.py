@@ -220,6 +220,9 @@ def tree_digest(root, xattrs=True):
     return digests, problems
 
 
+# The directory mkfs.ext4 makes at the root of every new file system, for fsck.
+FS_LOST_FOUND = "lost+found"
+
 _FIELD_WORDS = (
     ("mode", "mode"),
     ("uid", "owner uid"),
@@ -232,12 +235,17 @@ _FIELD_WORDS = (
 )
 
 
-def compare_trees(a, b, a_name="source", b_name="destination", mtime=True, root_mtime=False):
+def compare_trees(a, b, a_name="source", b_name="destination", mtime=True, root_mtime=False, b_fs_root=False):
     """Plain sentences for every difference between two tree_digest() maps.
 
     The root's mtime is skipped unless root_mtime: copying into a directory changes it.
+    b_fs_root: B is the root of its own file system, so an empty lost+found directory there that A lacks is
+    the file system's own (mkfs.ext4 makes it), not a difference.
     """
     sentences = []
+    if b_fs_root and FS_LOST_FOUND not in a and (b.get(FS_LOST_FOUND) or {}).get("type") == "directory" and not any(
+            rel.startswith(FS_LOST_FOUND + "/") for rel in b):
+        b = dict((rel, digest) for rel, digest in b.items() if rel != FS_LOST_FOUND)
     for rel in sorted(set(a) | set(b)):
         label = "the root" if rel == "." else "'%s'" % rel
         if rel not in b:

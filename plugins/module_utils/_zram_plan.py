@@ -20,12 +20,14 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
     _intake,
     _is_under,
     block_filesystem,
+    check_backings,
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import SizeError, format_size, parse_size
 
 ENTRY_KEYS = (
     "name", "use", "state", "size", "algorithm", "mem_limit", "priority", "path", "fstype", "mkfs_options",
-    "mode", "owner", "group", "discard", "noatime", "nosuid", "nodev", "noexec", "options", "migrate", "label",
+    "mode", "owner", "group", "discard", "noatime", "nosuid", "nodev", "noexec", "options", "migrate", "persist",
+    "label",
 )
 USES = ("swap", "filesystem")
 STATES = ("present", "absent")
@@ -110,6 +112,9 @@ def plan_zram(devices, facts, host="localhost", var_name="zram_devices", default
                             "Use a whole number from -1 to 32767; 100 puts zram above any disk swap.")
 
         mount = None
+        if use == "swap" and values.get("persist") not in (None, False):
+            entry.error("persist", values.get("persist"), "only for a file system",
+                        "Remove persist from this swap device (swap holds nothing to keep), or set use: filesystem.")
         if use == "filesystem":
             mount = block_filesystem(entry, values, size_bytes, state, unit_name(name or "unnamed"))
             if mount is not None:
@@ -145,6 +150,7 @@ def plan_zram(devices, facts, host="localhost", var_name="zram_devices", default
                 errors.append("Host %s: %s.path is '%s': it is inside %s.path '%s', and nested RAM mounts hide "
                               "each other depending on mount order. Choose paths that do not contain one another."
                               % (host, inner["label"], inner["path"], outer["label"], outer["path"]))
+    check_backings([device["mount"] for device in planned if device["mount"]], facts, host, errors)
     for device in planned:
         if device["mount"] is not None:
             _decide(device["mount"], facts, host, var_name, errors)

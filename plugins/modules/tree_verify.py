@@ -15,6 +15,8 @@ description:
     targets, device numbers, the modification time of files and directories (not of the two roots, which
     copying changes) and extended attributes.
   - Walks each tree on its own file system only and never follows symbolic links.
+  - When O(dest) is a mount point, an empty C(lost+found) directory at its root that O(src) does not have is
+    not a difference, since mkfs.ext4 makes one on every new file system.
   - Never changes the host.
 author: ramdisk.provision maintainers (@ramdisk-provision)
 options:
@@ -122,7 +124,7 @@ def main():
         module.fail_json(msg="Could not read the trees: %s. Run with become: true if the files are not readable."
                          % exc)
     mismatches = source_problems + dest_problems + compare_trees(
-        source, destination, mtime=module.params["compare_mtime"])
+        source, destination, mtime=module.params["compare_mtime"], b_fs_root=os.path.ismount(dest))
     result = dict(
         changed=False,
         matched=not mismatches,

@@ -30,8 +30,10 @@ options:
     description:
       - The device name, such as C(zram0), or C(auto).
       - V(auto) takes the first zram device that has no disk size and is not in use, or makes a new one with
-        C(hot_add); RV(device) returns its name. Every run with V(auto) takes a free device, so use the
-        returned name on later runs to stay idempotent.
+        C(hot_add) and takes whichever name the kernel gives it; RV(device) returns its name. Every run with
+        V(auto) takes a free device, so use the returned name on later runs to stay idempotent.
+      - Runs that share one kernel (containers with the host's C(/sys)) should not use V(auto) at the same
+        time, because two of them may both take the same free device before either has sized it.
       - A named device that does not exist is made with C(hot_add) when the kernel gives that name next;
         otherwise the module fails and says which name it would give.
     type: str
@@ -522,9 +524,14 @@ class ZramDevice(object):
         if action == "create":
             made = self.hot_add()
             if made != name:
-                self.set_device(made)
-                self.fail("hot_add made %s, not %s (another run may have taken it); %s was removed again. "
-                          "Run again." % (made, name, made))
+                if params["device"] != "auto":
+                    self.set_device(made)
+                    self.fail("hot_add made %s, not %s (another run may have taken it); %s was removed again. "
+                              "Run again." % (made, name, made))
+                # hot_add hands each caller its own device, so auto takes the one it got: on a kernel shared
+                # by containers, another one may have taken the predicted name in the meantime.
+                name = made
+                self.set_device(name)
             state = read_device(name, _read)
             if state is None:
                 self.fail("hot_add made %s but /sys/block/%s is missing." % (name, name))

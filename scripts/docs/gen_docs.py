@@ -6,9 +6,10 @@ Sources, read without running any plugin code:
 
 - roles/<role>/meta/argument_specs.yml (plus roles/<role>/defaults/main.yml for defaults)
   -> docs/roles/<role>.md
-- DOCUMENTATION, EXAMPLES and RETURN of plugins/modules/<module>.py (read with ast, merged with our
-  own doc fragments in plugins/doc_fragments/) -> docs/modules/<module>.md
-- plugins/filter/<filter>.yml -> docs/filters/<filter>.md
+- `ansible-doc --json` of every module (plugins/modules/<module>.py) and filter (plugins/filter/<filter>.yml):
+  the documentation as Ansible itself reads it, doc fragments merged -> docs/modules/<module>.md and
+  docs/filters/<filter>.md. ansible-doc is the one next to the running Python (the venv's, pinned in
+  requirements/dev.txt), and sees only this collection, through a temporary collections path.
 - an index of all of them, plus the hand-written docs/*.md pages -> docs/README.md
 
 docs/roles, docs/modules and docs/filters hold generated pages only; a page there without a source is
@@ -22,11 +23,13 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 
 import yaml
 
@@ -388,75 +391,75 @@ def role_page(root, renderer, collection, role):
 # --- modules -------------------------------------------------------------------------------------
 
 
-def module_strings(path):
-    """DOCUMENTATION, EXAMPLES and RETURN (and any other upper-case string constants) of a Python file."""
-    with open(path, encoding="utf-8") as handle:
-        tree = ast.parse(handle.read(), filename=path)
-    found = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    found[target.id] = node.value.value
+class AnsibleDocError(Exception):
+    pass
+
+
+def _ansible_doc_executable():
+    beside = os.path.join(os.path.dirname(sys.executable), "ansible-doc")
+    if os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("ansible-doc")
+    if found is None:
+        raise AnsibleDocError(
+            "ansible-doc is not installed next to %s nor on PATH; run with the project's venv: "
+            ".venv/bin/python scripts/docs/gen_docs.py" % sys.executable
+        )
     return found
 
 
-def fragment_doc(root, collection, fragment):
-    """Documentation of one of our doc fragments ('ns.name._attributes.facts'), or None if not ours."""
-    prefix = collection + "."
-    if not fragment.startswith(prefix):
-        return None
-    name, _sep, variable = fragment[len(prefix) :].partition(".")
-    path = os.path.join(root, "plugins", "doc_fragments", name + ".py")
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        tree = ast.parse(handle.read(), filename=path)
-    wanted = (variable or "documentation").upper()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == "ModuleDocFragment":
-            for item in node.body:
-                if isinstance(item, ast.Assign) and isinstance(item.value, ast.Constant):
-                    if any(isinstance(t, ast.Name) and t.id == wanted for t in item.targets):
-                        return yaml.safe_load(item.value.value) or {}
-    return None
+def ansible_doc(root, collection, plugin_type, names):
+    """{short name: ansible-doc's JSON (doc, examples, return)} for plugins of the collection at root."""
+    if not names:
+        return {}
+    namespace, name = collection.split(".", 1)
+    with tempfile.TemporaryDirectory(prefix="gen_docs.") as tmp:
+        link = os.path.join(tmp, "ansible_collections", namespace, name)
+        os.makedirs(os.path.dirname(link))
+        os.symlink(os.path.abspath(root), link)
+        config = os.path.join(tmp, "ansible.cfg")
+        with open(config, "w", encoding="utf-8") as handle:
+            handle.write("[defaults]\n")
+        env = dict(os.environ)
+        env.update(
+            ANSIBLE_CONFIG=config,
+            ANSIBLE_COLLECTIONS_PATH=tmp,
+            ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
+            ANSIBLE_HOME=os.path.join(tmp, "home"),
+            ANSIBLE_LOCAL_TEMP=os.path.join(tmp, "local"),
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_DEPRECATION_WARNINGS="false",
+            LC_ALL="C.UTF-8",
+        )
+        command = [_ansible_doc_executable(), "-t", plugin_type, "--json"]
+        command += ["%s.%s" % (collection, short) for short in names]
+        result = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise AnsibleDocError(
+            "ansible-doc -t %s could not read the documentation (fix the plugin's documentation):\n%s"
+            % (plugin_type, (result.stderr or result.stdout).strip())
+        )
+    try:
+        data = json.loads(result.stdout)
+    except ValueError:
+        raise AnsibleDocError("ansible-doc -t %s printed no JSON:\n%s" % (plugin_type, result.stdout[-2000:]))
+    out = {}
+    for short in names:
+        fqcn = "%s.%s" % (collection, short)
+        if fqcn not in data or not (data[fqcn] or {}).get("doc"):
+            raise AnsibleDocError("ansible-doc -t %s has no documentation for %s" % (plugin_type, fqcn))
+        out[short] = data[fqcn]
+    return out
 
 
-def deep_merge(base, over):
-    """over wins; dicts are merged key by key."""
-    if not isinstance(base, dict) or not isinstance(over, dict):
-        return over
-    merged = dict(base)
-    for key, value in over.items():
-        merged[key] = deep_merge(base[key], value) if key in base else value
-    return merged
-
-
-def module_page(root, renderer, collection, module):
+def module_page(renderer, collection, module, data):
     here = "modules/%s.md" % module
-    strings = module_strings(os.path.join(root, "plugins", "modules", module + ".py"))
-    doc = yaml.safe_load(strings.get("DOCUMENTATION", "")) or {}
-    examples = strings.get("EXAMPLES", "").strip("\n")
-    returns = yaml.safe_load(strings.get("RETURN", "")) or {}
-    fragments = doc.get("extends_documentation_fragment") or []
-    if isinstance(fragments, str):
-        fragments = [fragments]
-    foreign = []
-    for fragment in fragments:
-        extra = fragment_doc(root, collection, fragment)
-        if extra is None:
-            foreign.append(fragment)
-            continue
-        for key in ("options", "attributes", "notes", "requirements", "seealso"):
-            if key not in extra or not extra[key]:
-                continue
-            if isinstance(extra[key], list):
-                doc[key] = list(doc.get(key) or []) + extra[key]
-            else:
-                doc[key] = deep_merge(extra[key], doc.get(key) or {})
+    doc = dict(data.get("doc") or {})
+    examples = (data.get("examples") or "").strip("\n")
+    returns = data.get("return") or {}
 
     page = Page(renderer, here)
-    page.add(header("plugins/modules/%s.py" % module), "")
+    page.add(header("`ansible-doc -t module %s.%s` (plugins/modules/%s.py)" % (collection, module, module)), "")
     page.add("# Module %s.%s" % (collection, module), "")
     if doc.get("short_description"):
         page.add(page.md(doc["short_description"]), "")
@@ -466,8 +469,6 @@ def module_page(root, renderer, collection, module):
     page.add("")
     page.add("## Options", "")
     page.options_table(doc.get("options") or {}, "suboptions")
-    if foreign:
-        page.add("Also takes the options of the doc fragments %s." % ", ".join(code(f) for f in foreign), "")
     attributes = doc.get("attributes") or {}
     if attributes:
         page.add("## Attributes", "")
@@ -500,13 +501,11 @@ def _as_list(value):
 # --- filters -------------------------------------------------------------------------------------
 
 
-def filter_page(root, renderer, collection, source):
-    data = _load_yaml(os.path.join(root, "plugins", "filter", source)) or {}
-    doc = data.get("DOCUMENTATION") or {}
-    name = doc.get("name") or os.path.splitext(source)[0]
+def filter_page(renderer, collection, name, source, data):
+    doc = dict(data.get("doc") or {})
     here = "filters/%s.md" % name
     page = Page(renderer, here)
-    page.add(header("plugins/filter/%s" % source), "")
+    page.add(header("`ansible-doc -t filter %s.%s` (plugins/filter/%s)" % (collection, name, source)), "")
     page.add("# Filter %s.%s" % (collection, name), "")
     if doc.get("short_description"):
         page.add(page.md(doc["short_description"]), "")
@@ -529,13 +528,13 @@ def filter_page(root, renderer, collection, source):
         )
     page.add("## Input and options", "")
     page.options_table(doc.get("options") or {}, "suboptions")
-    examples = data.get("EXAMPLES")
+    examples = data.get("examples")
     if isinstance(examples, str) and examples.strip():
         page.add("## Examples", "", "```yaml", examples.strip("\n"), "```", "")
     page.add("## Return value", "")
-    page.return_table(data.get("RETURN") or {})
+    page.return_table(data.get("return") or {})
     tail_sections(page, doc)
-    return name, here, page.text(), doc.get("short_description", "")
+    return here, page.text(), doc.get("short_description", "")
 
 
 # --- index and driver ----------------------------------------------------------------------------
@@ -601,12 +600,15 @@ def render_all(root):
         path, text, short = role_page(root, renderer, collection, role)
         out[path] = text
         index["roles"].append(("%s.%s" % (collection, role), path, short))
+    module_docs = ansible_doc(root, collection, "module", modules)
     for module in modules:
-        path, text, short = module_page(root, renderer, collection, module)
+        path, text, short = module_page(renderer, collection, module, module_docs[module])
         out[path] = text
         index["modules"].append(("%s.%s" % (collection, module), path, short))
+    filter_docs = ansible_doc(root, collection, "filter", sorted(set(filter_names.values())))
     for source in filter_files:
-        name, path, text, short = filter_page(root, renderer, collection, source)
+        name = filter_names[source]
+        path, text, short = filter_page(renderer, collection, name, source, filter_docs[name])
         out[path] = text
         index["filters"].append(("%s.%s" % (collection, name), path, short))
 
@@ -688,7 +690,11 @@ def main(argv=None):
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if any generated page is stale")
     parser.add_argument("--root", default=REPO_ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    wanted = render_all(args.root)
+    try:
+        wanted = render_all(args.root)
+    except AnsibleDocError as exc:
+        print("gen_docs: %s" % exc, file=sys.stderr)
+        return 2
     if args.check:
         stale = stale_files(args.root, wanted)
         if stale:

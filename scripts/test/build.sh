@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the collection tarball into build/, checks it holds only the product, installs it offline
-# into an empty collections path and uses it from there: ansible-doc lists and renders every module,
-# and `ansible localhost -m ramdisk.provision.ramdisk_facts` runs.
+# into an empty collections path (ansible.posix and community.general come from the ansible package)
+# and uses it from there: ansible-doc lists and renders every module, filter and role,
+# `ansible-playbook --syntax-check` passes for every playbook it ships, and
+# `ansible localhost -m ramdisk.provision.ramdisk_facts` runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -34,9 +36,9 @@ echo "build: tarball has $(wc -l <<< "$listing") entries, modules: ${modules[*]:
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "build: installing the tarball offline into an empty collections path (ansible.posix from the ansible package)"
-# Only the installed copy: not the checkout's link in .cache/collections. ansible.posix still
-# comes from the ansible package in the venv's site-packages.
+echo "build: installing the tarball offline into an empty collections path (dependencies from the ansible package)"
+# Only the installed copy: not the checkout's link in .cache/collections. ansible.posix and
+# community.general still come from the ansible package in the venv's site-packages.
 export ANSIBLE_COLLECTIONS_PATH=$tmp
 ansible-galaxy collection install --offline --no-deps -p "$tmp" "$tarball" > /dev/null
 export ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false
@@ -50,8 +52,10 @@ if list(found) != [sys.argv[2] + '/ansible_collections'] or 'ramdisk.provision' 
     print(f'build: FAILED: ramdisk.provision should be found only in the temporary path, found: {found}')
     sys.exit(1)
 EOF
-python -c 'import ansible_collections.ansible.posix' 2>/dev/null ||
-  { echo "build: FAILED: ansible.posix is not installed (the ansible package brings it)"; exit 1; }
+for dependency in ansible.posix community.general; do
+  python -c "import ansible_collections.$dependency" 2> /dev/null ||
+    { echo "build: FAILED: $dependency is not installed (the ansible package brings it)"; exit 1; }
+done
 
 echo "build: ansible-doc lists and renders the modules and filters from the installed copy"
 listed=$(ansible-doc -t module -l ramdisk.provision -j)
@@ -73,6 +77,47 @@ if ((${#missing[@]})); then
   echo "build: FAILED: ansible-doc cannot list or render: ${missing[*]}"
   exit 1
 fi
+# Roles document their entry points in meta/argument_specs.yml; ansible-doc renders them too.
+mapfile -t roles < <(sed -nE 's|^(\./)?roles/([a-z0-9_]+)/meta/argument_specs\.ya?ml$|\2|p' <<< "$listing" | sort)
+for role in "${roles[@]}"; do
+  ansible-doc -t role "ramdisk.provision.$role" > /dev/null 2>&1 || missing+=("$role (role)")
+done
+if ((${#missing[@]})); then
+  echo "build: FAILED: ansible-doc cannot render: ${missing[*]}"
+  exit 1
+fi
+echo "build: ansible-doc renders ${#modules[@]} modules, ${#filters[@]} filters and ${#roles[@]} roles"
+
+# Every playbook the tarball ships, by its collection name: this resolves every role, module and
+# filter it uses from the installed copy only.
+mapfile -t playbooks < <(sed -nE 's|^(\./)?playbooks/([A-Za-z0-9_]+)\.ya?ml$|\2|p' <<< "$listing" | sort)
+((${#playbooks[@]})) || { echo "build: FAILED: the tarball has no playbooks"; exit 1; }
+echo "build: ansible-playbook --syntax-check of ${playbooks[*]} from the installed copy"
+bad=()
+for playbook in "${playbooks[@]}"; do
+  if ! out=$(ansible-playbook -i localhost, --syntax-check "ramdisk.provision.$playbook" 2>&1); then
+    echo "$out" | tail -n 20 | sed 's/^/build:   /'
+    bad+=("$playbook")
+  fi
+done
+if ((${#bad[@]})); then
+  echo "build: FAILED: --syntax-check failed for: ${bad[*]}"
+  exit 1
+fi
+# --syntax-check does not resolve include_role; every ramdisk.provision name a playbook uses must be
+# a role, module, filter or playbook of the tarball.
+known=" ${roles[*]} ${modules[*]} ${filters[*]} ${playbooks[*]} "
+mapfile -t used < <(grep -rhoE 'ramdisk\.provision\.[a-z0-9_]+' "$tmp/ansible_collections/ramdisk/provision/playbooks" |
+  sed 's/^ramdisk\.provision\.//' | sort -u)
+for name in "${used[@]}"; do
+  [[ $known == *" $name "* ]] || bad+=("$name")
+done
+if ((${#bad[@]})); then
+  echo "build: FAILED: the playbooks use ramdisk.provision.${bad[*]}, which the tarball does not have"
+  exit 1
+fi
+echo "build: the playbooks use ${used[*]}, all in the tarball"
+
 if [[ " ${modules[*]} " != *" ramdisk_facts "* ]]; then
   echo "build: FAILED: plugins/modules/ramdisk_facts.py is not in the tarball"
   exit 1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Lints the repo offline: yamllint (.yamllint), antsibull-changelog lint (changelogs/), then
-# ansible-lint (.ansible-lint, profile production). Runs every step, then fails if any failed.
+# Lints the repo offline: yamllint (.yamllint), antsibull-changelog lint plus a release preview of the
+# fragments (scripts/test/changelog.sh), then ansible-lint (.ansible-lint, profile production).
+# Runs every step, then fails if any failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -26,7 +27,8 @@ step() {
 }
 
 step yamllint yamllint -f parsable .
-step "antsibull-changelog lint" antsibull-changelog lint
+# antsibull-changelog lint, then a release preview of the fragments on a scratch copy (repo untouched).
+step "antsibull-changelog" bash scripts/test/changelog.sh
 step ansible-lint ansible-lint --offline
 
 if ((${#failed[@]})); then

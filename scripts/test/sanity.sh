@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs `ansible-test sanity` for Python 3.11 on a fresh copy of the collection, offline.
-# Usage: scripts/test/sanity.sh [--core X.Y] [more ansible-test sanity options, e.g. --test pep8]
-#   --core X.Y  use the newest ansible-core X.Y.* from PyPI in .cache/venv-core-X.Y instead of .venv
+# Usage: scripts/test/sanity.sh [--core X.Y | --all] [more ansible-test sanity options, e.g. --test pep8]
+#   --core X.Y  use the ansible-core pinned in requirements/sanity-core-X.Y.txt, in .cache/venv-core-X.Y
+#               (or .venv when it has that very version); without a pin file, the newest X.Y.* from PyPI
+#   --all       run once per requirements/sanity-core-*.txt (every supported ansible-core), in turn
 # The copy (.cache/ansible-test[-core-X.Y]/ansible_collections/ramdisk/provision) holds the tracked and the
 # untracked-but-not-ignored files, so ansible-test lints only the product and writes its
 # tests/output there, not in the repo.
@@ -10,6 +12,7 @@ cd "$(dirname "$0")/../.."
 
 PYTHON_VERSION=3.11
 core=
+all=
 extra=()
 while (($#)); do
   case $1 in
@@ -18,8 +21,12 @@ while (($#)); do
       core=$2
       shift 2
       ;;
+    --all)
+      all=1
+      shift
+      ;;
     -h | --help)
-      sed -n '2,7p' "$0"
+      sed -n '2,10p' "$0"
       exit 0
       ;;
     *)
@@ -30,16 +37,62 @@ while (($#)); do
 done
 
 started=$SECONDS
+if [[ -n $all ]]; then
+  [[ -z $core ]] || { echo "sanity: give --core or --all, not both" >&2; exit 2; }
+  mapfile -t cores < <(find requirements -maxdepth 1 -name 'sanity-core-*.txt' | sed -E 's/.*sanity-core-([0-9.]+)\.txt$/\1/' | sort -V)
+  ((${#cores[@]})) || { echo "sanity: no requirements/sanity-core-*.txt" >&2; exit 2; }
+  summary=()
+  failed=0
+  for each in "${cores[@]}"; do
+    t0=$SECONDS
+    if bash "$0" --core "$each" "${extra[@]}"; then
+      summary+=("ansible-core $each: passed ($((SECONDS - t0)) s)")
+    else
+      summary+=("ansible-core $each: FAILED ($((SECONDS - t0)) s)")
+      failed=$((failed + 1))
+    fi
+  done
+  printf 'sanity: %s\n' "${summary[@]}"
+  if ((failed)); then
+    echo "sanity: FAILED on $failed of ${#cores[@]} ansible-core versions ($((SECONDS - started)) s)"
+    exit 1
+  fi
+  echo "sanity: PASSED on ansible-core ${cores[*]} ($((SECONDS - started)) s)"
+  exit 0
+fi
+
 venv=.venv
 if [[ -n $core ]]; then
-  venv=.cache/venv-core-$core
-  stamp=$venv/.ansible-core
-  if [[ ! -x $venv/bin/ansible-test || ! -f $stamp ]]; then
-    echo "sanity: creating $venv with ansible-core $core.* from PyPI"
-    rm -rf "$venv"
-    "python$PYTHON_VERSION" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check "ansible-core==$core.*"
-    "$venv/bin/python" -c 'import ansible; print(ansible.__version__)' > "$stamp"
+  pins=requirements/sanity-core-$core.txt
+  pinned=
+  if [[ -f $pins ]]; then
+    pinned=$(sed -nE 's/^ansible-core==([0-9][^ ;#]*).*/\1/p' "$pins")
+    [[ -n $pinned ]] || { echo "sanity: $pins does not pin ansible-core==X.Y.Z" >&2; exit 2; }
+  else
+    echo "sanity: no $pins; taking the newest ansible-core $core.* from PyPI"
+  fi
+  dev_core=$(.venv/bin/python -c 'import ansible; print(ansible.__version__)' 2> /dev/null || true)
+  if [[ -n $pinned && $pinned == "$dev_core" ]]; then
+    echo "sanity: .venv has ansible-core $pinned, as $pins pins"
+  else
+    venv=.cache/venv-core-$core
+    stamp=$venv/.requirements.sha256
+    want=$(if [[ -f $pins ]]; then sha256sum "$pins" | cut -d' ' -f1; else echo "newest $core"; fi)
+    if [[ ! -x $venv/bin/ansible-test || ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+      if [[ -n $pinned ]]; then
+        echo "sanity: creating $venv with ansible-core $pinned ($pins)"
+      else
+        echo "sanity: creating $venv with the newest ansible-core $core.* from PyPI"
+      fi
+      rm -rf "$venv"
+      "python$PYTHON_VERSION" -m venv "$venv"
+      if [[ -f $pins ]]; then
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$pins"
+      else
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check "ansible-core==$core.*"
+      fi
+      echo "$want" > "$stamp"
+    fi
   fi
 fi
 [[ -x $venv/bin/ansible-test ]] || { echo "sanity: $venv/bin/ansible-test missing; run scripts/bootstrap.sh" >&2; exit 2; }

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""docs/ is in sync with the sources, and every role's argument specs match its defaults."""
+"""docs/ is in sync with the sources (argument specs, ansible-doc), and every role's argument specs match its defaults."""
 
 from __future__ import annotations
 
@@ -25,6 +25,16 @@ def _load(path):
         return yaml.safe_load(handle)
 
 
+def _copy_sources(tmp_path):
+    for name in ("galaxy.yml", "roles", "plugins", "docs"):
+        source = os.path.join(REPO_ROOT, name)
+        target = tmp_path / name
+        if os.path.isdir(source):
+            shutil.copytree(source, target)
+        else:
+            shutil.copyfile(source, target)
+
+
 def test_docs_in_sync():
     result = subprocess.run(
         [sys.executable, GEN_DOCS, "--check"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
@@ -34,13 +44,7 @@ def test_docs_in_sync():
 
 def test_gen_docs_check_names_a_stale_page(tmp_path):
     """--check against a copy with one page edited and one removed names both and the fix."""
-    for name in ("galaxy.yml", "roles", "plugins", "docs"):
-        source = os.path.join(REPO_ROOT, name)
-        target = tmp_path / name
-        if os.path.isdir(source):
-            shutil.copytree(source, target)
-        else:
-            shutil.copyfile(source, target)
+    _copy_sources(tmp_path)
     subprocess.run([sys.executable, GEN_DOCS, "--root", str(tmp_path)], check=True, capture_output=True)
     (tmp_path / "docs" / "README.md").write_text("edited by hand\n", encoding="utf-8")
     (tmp_path / "docs" / "roles" / "tmpfs.md").unlink()
@@ -77,3 +81,32 @@ def test_argument_specs_match_defaults(role):
             % (role, role, ", ".join(only_in_defaults))
         )
     assert not problems, "; ".join(problems)
+
+
+def test_module_pages_come_from_ansible_doc():
+    """Module pages show what ansible-doc shows: our doc fragment's attributes merged in, no paths."""
+    sys.path.insert(0, os.path.dirname(GEN_DOCS))
+    try:
+        import gen_docs
+    finally:
+        sys.path.pop(0)
+    first = gen_docs.render_all(REPO_ROOT)
+    assert first == gen_docs.render_all(REPO_ROOT), "gen_docs must give the same bytes for the same sources"
+    page = first["modules/ramdisk_facts.md"]
+    assert "ansible-doc -t module ramdisk.provision.ramdisk_facts" in page.splitlines()[0]
+    # check_mode comes from plugins/doc_fragments/_attributes.py, merged by ansible-doc
+    assert "| `check_mode` |" in page
+    for text in first.values():
+        assert REPO_ROOT not in text, "a generated page holds a path of this machine"
+
+
+def test_gen_docs_names_a_plugin_ansible_doc_cannot_read(tmp_path):
+    _copy_sources(tmp_path)
+    module = tmp_path / "plugins" / "modules" / "tree_verify.py"
+    text = module.read_text(encoding="utf-8")
+    module.write_text(text.replace("short_description:", "short_description: [unclosed", 1), encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, GEN_DOCS, "--check", "--root", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "ramdisk.provision.tree_verify" in result.stderr

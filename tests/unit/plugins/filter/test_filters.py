@@ -12,7 +12,8 @@ FACTS = {"memory": {"total_bytes": 8 * 1024 ** 3}, "support": {"tmpfs_noswap": F
 
 
 def test_filter_names():
-    assert set(PlanFilters().filters()) == {"tmpfs_plan", "ramfs_plan", "zram_plan", "brd_plan", "mount_plan_summary"}
+    assert set(PlanFilters().filters()) == {"tmpfs_plan", "ramfs_plan", "zram_plan", "brd_plan", "mount_plan_summary",
+                                            "persist_review"}
     assert set(SizeFilters().filters()) == {"to_bytes", "human_size"}
 
 
@@ -49,3 +50,16 @@ def test_tmpfs_plan_filter():
 def test_tmpfs_plan_filter_rejects_bad_facts():
     with pytest.raises(AnsibleFilterError):
         PlanFilters().filters()["tmpfs_plan"]([], "not facts")
+
+
+def test_persist_review_filter():
+    review = PlanFilters().filters()["persist_review"]
+    mounts = [{"label": "m[0]", "path": "/srv/db", "token": "srv-db-1", "state": "mounted", "action": "migrate",
+               "persist": {"backing": "/var/lib/b", "interval": "15min", "services": []}}]
+    result = review(mounts, {"srv-db-1": {"unit": False, "current": "missing"}}, "h1")
+    assert result["errors"] == []
+    assert result["decisions"]["srv-db-1"] == {"source": "ram", "adopt": True, "verify": "sync"}
+    with pytest.raises(AnsibleFilterError):
+        review("not a list")
+    with pytest.raises(AnsibleFilterError):
+        review(mounts, ["not", "a", "mapping"])

@@ -102,3 +102,13 @@ def test_absent_unloads_when_the_only_user_is_our_own_mount():
     assert result["errors"] == []
     assert result["mounts"][0]["action"] == "unmount"
     assert result["module"]["action"] == "unload"
+
+
+def test_mount_persist():
+    good = plan(mounts=[{"disk": 0, "path": "/srv/a", "persist": {"backing": "/var/lib/ramdisk-backing/a"}}])
+    assert good["errors"] == []
+    assert good["mounts"][0]["persist"]["interval"] == "15min"
+    bad = plan(count=2, mounts=[{"disk": 0, "path": "/srv/a", "persist": {"backing": "/var/lib/ramdisk-backing/a"}},
+                                {"disk": 1, "path": "/srv/b", "persist": {"backing": "/var/lib/ramdisk-backing/a"}}])
+    assert any("brd_mounts[1].persist.backing is '/var/lib/ramdisk-backing/a': it overlaps" in error
+               for error in bad["errors"]), bad["errors"]

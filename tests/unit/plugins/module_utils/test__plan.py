@@ -2,10 +2,16 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 
 import pytest
 
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_ramfs, plan_summary, plan_tmpfs
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
+    mount_token,
+    plan_ramfs,
+    plan_summary,
+    plan_tmpfs,
+)
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import tmpfs_percent_bytes
 
 GIB = 1024 ** 3
@@ -327,3 +333,179 @@ def test_ramfs_valid_entries():
     assert live["remount_options"] == ["relatime", "nosuid", "dev", "noexec"]
     assert any("above its max_size" in warning for warning in live["warnings"])
     assert not any(option.startswith("size=") for entry in result["mounts"] for option in entry["options"])
+
+
+def persisted(backing="/var/lib/ramdisk-backing/db", **persist):
+    value = {"backing": backing}
+    value.update(persist)
+    return ok_entry(path="/var/lib/x", persist=value)
+
+
+PERSIST_INVALID = [
+    # (entry, variable named, value shown, words of the problem, words of the fix)
+    (ok_entry(persist="yes"), "tmpfs_mounts[0].persist", "'yes'", "not a mapping", "or null to turn it off"),
+    (ok_entry(persist=["/var/lib/b"]), "tmpfs_mounts[0].persist", "['/var/lib/b']", "not a mapping", "backing:"),
+    (ok_entry(persist=True), "tmpfs_mounts[0].persist", "True", "persist without a backing directory", "backing:"),
+    (ok_entry(persist={}), "tmpfs_mounts[0].persist.backing", "missing", "persist without a backing directory",
+     "Set persist.backing"),
+    (ok_entry(persist={"interval": "5min"}), "tmpfs_mounts[0].persist.backing", "missing",
+     "persist without a backing directory", "/var/lib/ramdisk-backing/<name>"),
+    (persisted(backing=""), "tmpfs_mounts[0].persist.backing", "''", "not a path", "directory on disk"),
+    (persisted(backing=7), "tmpfs_mounts[0].persist.backing", "7", "not a path", "directory on disk"),
+    (persisted(backing="var/lib/b"), "tmpfs_mounts[0].persist.backing", "'var/lib/b'", "a relative path",
+     "/var/lib/b"),
+    (persisted(backing="/var/lib/../b"), "tmpfs_mounts[0].persist.backing", "'/var/lib/../b'", "'..'", "without"),
+    (persisted(backing="/var/lib/my backing"), "tmpfs_mounts[0].persist.backing", "'/var/lib/my backing'",
+     "cannot carry", "without spaces"),
+    (persisted(backing="/var/lib/b%i"), "tmpfs_mounts[0].persist.backing", "'/var/lib/b%i'", "cannot carry",
+     "without spaces"),
+    (persisted(backing="/var/lib"), "tmpfs_mounts[0].persist.backing", "'/var/lib'", "system directory",
+     "a directory of its own"),
+    (persisted(backing="/"), "tmpfs_mounts[0].persist.backing", "'/'", "system directory", "of its own"),
+    (persisted(backing="/srv"), "tmpfs_mounts[0].persist.backing", "'/srv'", "system directory", "of its own"),
+    (persisted(backing="/run/db"), "tmpfs_mounts[0].persist.backing", "'/run/db'", "under /run, which is in RAM",
+     "on disk"),
+    (persisted(backing="/dev/shm/db"), "tmpfs_mounts[0].persist.backing", "'/dev/shm/db'", "under /dev",
+     "on disk"),
+    (persisted(backing="/tmp/db"), "tmpfs_mounts[0].persist.backing", "'/tmp/db'", "emptied at boot", "on disk"),
+    (persisted(backing="/var/tmp/db"), "tmpfs_mounts[0].persist.backing", "'/var/tmp/db'", "emptied by age",
+     "on disk"),
+    (persisted(backing="/proc/db"), "tmpfs_mounts[0].persist.backing", "'/proc/db'", "kernel file system", "on disk"),
+    (persisted(backing="/var/lib/x"), "tmpfs_mounts[0].persist.backing", "'/var/lib/x'",
+     "inside the RAM mount '/var/lib/x' itself", "outside the mount"),
+    (persisted(backing="/var/lib/x/.backing"), "tmpfs_mounts[0].persist.backing", "'/var/lib/x/.backing'",
+     "inside the RAM mount '/var/lib/x' itself", "outside the mount"),
+    (dict(persisted(backing="/srv/data"), path="/srv/data/cache"), "tmpfs_mounts[0].persist.backing",
+     "'/srv/data'", "holds the RAM mount '/srv/data/cache'", "a directory of its own"),
+    (persisted(interval="soon"), "tmpfs_mounts[0].persist.interval", "'soon'", "not a systemd time span",
+     "30s, 5min, 1h or 1h30min"),
+    (persisted(interval="5 parsecs"), "tmpfs_mounts[0].persist.interval", "'5 parsecs'", "not a systemd time span",
+     "5min"),
+    (persisted(interval="-5min"), "tmpfs_mounts[0].persist.interval", "'-5min'", "not a systemd time span", "5min"),
+    (persisted(interval="0"), "tmpfs_mounts[0].persist.interval", "'0'", "shorter than a second", "at least 1s"),
+    (persisted(interval=True), "tmpfs_mounts[0].persist.interval", "True", "not a systemd time span", "5min"),
+    (persisted(services="postgresql.service"), "tmpfs_mounts[0].persist.services", "'postgresql.service'",
+     "not a list of unit names", "[postgresql@15-main.service]"),
+    (persisted(services=["postgresql@15-main"]), "tmpfs_mounts[0].persist.services[0]", "'postgresql@15-main'",
+     "not a unit name", "'postgresql@15-main.service'"),
+    (persisted(services=["postgresql@.service"]), "tmpfs_mounts[0].persist.services[0]", "'postgresql@.service'",
+     "not a unit name", "postgresql@<instance>.service"),
+    (persisted(services=["a b.service"]), "tmpfs_mounts[0].persist.services[0]", "'a b.service'", "not a unit name",
+     "full unit name"),
+    (persisted(services=[5]), "tmpfs_mounts[0].persist.services[0]", "5", "not a unit name", "full unit name"),
+    (persisted(sevices=[]), "tmpfs_mounts[0].persist.sevices", "[]", "an unknown key", "backing, interval, services"),
+    (dict(persisted(), path="/srv/my data"), "tmpfs_mounts[0].path", "'/srv/my data'", "persist units cannot carry",
+     "persist: null"),
+    (dict(persisted(), path="/tmp"), "tmpfs_mounts[0].persist", "", "/tmp is emptied at boot", "data directory"),
+]
+
+
+@pytest.mark.parametrize("entry, variable, value, problem, fix", PERSIST_INVALID)
+def test_persist_invalid(entry, variable, value, problem, fix):
+    errors = plan([entry])["errors"]
+    matching = [error for error in errors if (variable + " is " + value) in error]
+    assert matching, errors
+    assert any(problem in error and fix in error for error in matching), errors
+    assert all(error.startswith("Host web01: ") for error in errors)
+
+
+def test_persist_off_and_defaults():
+    for off in (None, False):
+        (planned,) = plan([ok_entry(persist=off)])["mounts"]
+        assert planned["persist"] is None and planned["migrate"] is False
+    (planned,) = plan([persisted()])["mounts"]
+    assert planned["persist"] == {"backing": "/var/lib/ramdisk-backing/db", "interval": "15min",
+                                  "interval_seconds": 900.0, "services": []}
+
+
+@pytest.mark.parametrize("interval, seconds", [
+    ("30s", 30), ("5min", 300), ("1h", 3600), ("1h30min", 5400), ("1h 30min", 5400), (" 2 hours ", 7200),
+    ("90", 90), (900, 900), ("1.5h", 5400), ("1d", 86400), ("500ms 1s", 1.5), ("1w", 604800),
+])
+def test_persist_interval_time_spans(interval, seconds):
+    (planned,) = plan([persisted(interval=interval)])["mounts"]
+    assert planned["persist"]["interval_seconds"] == pytest.approx(seconds)
+    assert planned["persist"]["interval"] == (interval.strip() if isinstance(interval, str) else "%ds" % interval)
+
+
+def test_persist_implies_migrate_and_normalizes():
+    facts = copy.deepcopy(FACTS)
+    facts["paths"]["/var/lib/x"] = _path(empty=False)
+    entry = persisted(backing="/var/lib//ramdisk-backing/db/", interval="5min",
+                      services=["postgresql@15-main.service", "postgresql@15-main.service", "app.socket"])
+    (planned,) = plan([entry], facts)["mounts"]
+    assert planned["migrate"] is True
+    assert planned["action"] == "migrate"
+    assert planned["persist"] == {"backing": "/var/lib/ramdisk-backing/db", "interval": "5min",
+                                  "interval_seconds": 300.0, "services": ["postgresql@15-main.service", "app.socket"]}
+    assert planned["token"].startswith("var-lib-x-") and len(planned["token"]) == len("var-lib-x-") + 8
+
+
+def test_persist_summary_names_the_backing():
+    (line,) = plan_summary(plan([persisted(interval="5min")]))
+    assert line.endswith("kept in /var/lib/ramdisk-backing/db (synced every 5min)")
+
+
+@pytest.mark.parametrize("entries, live, needle", [
+    ([persisted(backing="/var/cache/x/backing"), ok_entry(path="/var/cache/x")], [],
+     "tmpfs_mounts[0].persist.backing is '/var/cache/x/backing': it is inside tmpfs_mounts[1].path '/var/cache/x', "
+     "a RAM mount of this request"),
+    ([persisted(backing="/srv/ram/backing")], [_live("/srv/ram", GIB)],
+     "tmpfs_mounts[0].persist.backing is '/srv/ram/backing': it is inside the tmpfs mounted at '/srv/ram', which is "
+     "in RAM"),
+    ([persisted(backing="/srv/zram/b")], [_live("/srv/zram", GIB, fstype="ext4")],
+     "it is inside the ext4 mounted at '/srv/zram'"),
+    ([persisted(backing="/var/lib/b"), dict(persisted(backing="/var/lib/b/inner"), path="/var/cache/x")], [],
+     "tmpfs_mounts[1].persist.backing is '/var/lib/b/inner': it overlaps tmpfs_mounts[0].persist.backing '/var/lib/b'"),
+    ([persisted(backing="/var/lib/b"), dict(persisted(backing="/var/lib/b"), path="/var/cache/x")], [],
+     "Give every persisted mount a backing directory of its own"),
+])
+def test_persist_backing_between_entries(entries, live, needle):
+    facts = copy.deepcopy(FACTS)
+    facts["mounts"] = facts["mounts"] + live
+    errors = plan(entries, facts)["errors"]
+    assert any(needle in error for error in errors), errors
+    assert all(error.startswith("Host web01: ") for error in errors)
+
+
+def test_persist_backing_beside_a_live_mount_is_fine():
+    facts = copy.deepcopy(FACTS)
+    facts["mounts"] = facts["mounts"] + [_live("/var/lib/ramdisk", GIB)]
+    assert plan([persisted(backing="/var/lib/ramdisk-backing/db")], facts)["errors"] == []
+
+
+def test_persist_on_absent_entry_is_checked_too():
+    result = plan([dict(persisted(backing="/run/b"), state="absent")])
+    assert any("tmpfs_mounts[0].persist.backing is '/run/b'" in error for error in result["errors"])
+    (planned,) = plan([dict(persisted(), state="absent")])["mounts"]
+    assert planned["persist"]["backing"] == "/var/lib/ramdisk-backing/db"
+
+
+def test_ramfs_persist():
+    result = ramfs_plan([{"path": "/var/lib/x", "max_size": "1G",
+                          "persist": {"backing": "/var/lib/ramdisk-backing/x", "services": ["app.service"]}}])
+    assert result["errors"] == []
+    assert result["mounts"][0]["persist"]["services"] == ["app.service"]
+    assert result["mounts"][0]["migrate"] is True
+
+
+def test_mount_token_matches_the_role():
+    # roles/mount/tasks/entry.yml: path[1:] | regex_replace('[^A-Za-z0-9_.]', '-') ~ '-' ~ (path | hash('sha1'))[:8]
+    assert mount_token("/var/lib/postgresql") == "var-lib-postgresql-" + hashlib.sha1(
+        b"/var/lib/postgresql").hexdigest()[:8]
+    assert mount_token("/srv/a-b") != mount_token("/srv/a/b")
+
+
+# Issue 3's bad input for ramfs: max_size 0, negative or unparseable, the same path twice, a path inside another.
+@pytest.mark.parametrize("mounts, needle", [
+    ([{"path": "/srv/empty", "max_size": 0}], "ramfs_mounts[0].max_size is 0: the size must be above zero"),
+    ([{"path": "/srv/empty", "max_size": "-1G"}], "ramfs_mounts[0].max_size is '-1G': the size must be above zero"),
+    ([{"path": "/srv/empty", "max_size": "lots"}], "ramfs_mounts[0].max_size is 'lots': unknown name 'lots'"),
+    ([{"path": "/srv/empty", "max_size": "1G"}, {"path": "/srv/empty", "max_size": "1G"}],
+     "ramfs_mounts[1].path is '/srv/empty': the same mount point as ramfs_mounts[0].path"),
+    ([{"path": "/srv/empty", "max_size": "1G"}, {"path": "/srv/empty/sub", "max_size": "1G"}],
+     "ramfs_mounts[1].path is '/srv/empty/sub': it is inside ramfs_mounts[0].path '/srv/empty'"),
+])
+def test_ramfs_bad_sizes_and_paths(mounts, needle):
+    errors = ramfs_plan(mounts)["errors"]
+    assert any(error.startswith("Host h1: ") and needle in error for error in errors), errors

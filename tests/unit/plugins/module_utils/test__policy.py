@@ -128,6 +128,7 @@ def test_backend_requests_carry_each_entry_to_its_role():
     (ramfs,) = backends["ramfs_mounts"]
     assert ramfs["max_size"] == "64M" and "size" not in ramfs
     (zram,) = backends["zram_devices"]
+    assert "persist" not in zram
     assert zram["use"] == "filesystem" and zram["state"] == "present" and zram["algorithm"] == "lz4"
     assert zram["name"] == zram_device_name("/var/cache/b")
     brd = backends["brd"]
@@ -173,7 +174,6 @@ def test_zram_names_are_valid_and_distinct():
     ({"path": "/tmp", "size": "1G", "purpose": "cache"}, "not tmp for /tmp"),
     ({"path": "/var/tmp", "size": "1G", "purpose": "tmp", "gate": "sometimes"}, "not a gate setting"),
     ({"path": "/var/lib/postgresql", "size": "1G", "purpose": "database"}, "must never lose its data"),
-    ({"path": "/var/cache/x", "size": "1G", "backend": "zram", "persist": BACKING}, "not offered for zram"),
     ({"path": "/var/cache/x", "size": "1G", "backend": "zram", "mem_limit": "nope"}, ".mem_limit is 'nope'"),
 ])
 def test_bad_entries_are_refused_with_the_reason(entry, words):
@@ -281,3 +281,19 @@ def test_ram_budget_alone():
     budget = ram_budget([], {}, 10, 2.0)
     assert budget == {"limit": "80%", "limit_bytes": 10, "total_bytes": 0, "within": True,
                       "zram_assumed_ratio": 2.0, "counted": []}
+
+
+def test_a_key_two_backends_take_names_both():
+    error = one_error(plan([{"path": "/var/cache/x", "size": "1G", "fstype": "ext4"}]))
+    assert "a zram and brd key, and this entry's backend is tmpfs" in error
+    assert "set backend: zram or brd" in error
+
+
+def test_a_backing_inside_a_ram_mount_of_another_backend_is_refused():
+    error = one_error(plan({
+        "ramdisk_mounts__caches": [{"path": "/srv/ramcache", "backend": "ramfs", "size": "1G"}],
+        "ramdisk_mounts__databases": [{"path": "/srv/pgdata", "size": "1G", "persist": {
+            "backing": "/srv/ramcache/pgdata"}}],
+    }))
+    assert "ramdisk_mounts__databases[0].persist.backing is '/srv/ramcache/pgdata': it is inside " \
+           "ramdisk_mounts__caches[0].path '/srv/ramcache'" in error

@@ -218,3 +218,22 @@ def test_root_mtime_ignored_other_mtime_not(tmp_path):
     left, _left_stats = tree_digest(str(src))
     right, _right_stats = tree_digest(str(dest))
     assert not any("modification time" in s for s in compare_trees(left, right, mtime=False))
+
+
+@pytest.mark.parametrize("fs_root, where, filled, extra", [
+    (True, "", False, False),  # a fresh ext4 root: its lost+found is the file system's own
+    (False, "", False, True),  # a plain directory: lost+found is an extra entry like any other
+    (True, "", True, True),  # fsck put something in it: that is data, and a difference
+    (True, "a/", False, True),  # only the one at the root is the file system's
+])
+def test_lost_found_at_a_file_system_root(tmp_path, fs_root, where, filled, extra):
+    src, dest = _pair(tmp_path)
+    (dest / where / "lost+found").mkdir()
+    if filled:
+        (dest / where / "lost+found" / "#12").write_text("recovered\n")
+    left, _left_problems = tree_digest(str(src))
+    right, _right_problems = tree_digest(str(dest))
+    sentences = compare_trees(left, right, b_fs_root=fs_root)
+    assert bool(sentences) is extra, sentences
+    if extra:
+        assert any("lost+found" in sentence for sentence in sentences)

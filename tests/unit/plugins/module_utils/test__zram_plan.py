@@ -102,3 +102,41 @@ def test_valid_swap_and_filesystem():
 def test_absent_needs_no_size():
     result = plan([swap(state="absent", size=None)])
     assert result["errors"] == [] and result["devices"][0]["state"] == "absent"
+
+
+def test_filesystem_persist_is_planned():
+    result = plan([fs(persist={"backing": "/var/lib/ramdisk-backing/build", "interval": "1h"})])
+    assert result["errors"] == []
+    mount = result["devices"][0]["mount"]
+    assert mount["persist"]["backing"] == "/var/lib/ramdisk-backing/build"
+    assert mount["persist"]["interval_seconds"] == 3600
+    assert mount["migrate"] is True and mount["token"].startswith("srv-empty-")
+
+
+@pytest.mark.parametrize("device, needle", [
+    (swap(persist={"backing": "/var/lib/b"}), "zram_devices[0].persist is {'backing': '/var/lib/b'}: only for a file "
+                                              "system"),
+    (fs(persist={"backing": "/run/b"}), "zram_devices[0].persist.backing is '/run/b': under /run"),
+    (fs(persist={"backing": "/srv/empty/b"}), "inside the RAM mount '/srv/empty' itself"),
+])
+def test_persist_refused(device, needle):
+    errors = plan([device])["errors"]
+    assert any(needle in error for error in errors), errors
+
+
+@pytest.mark.parametrize("priority, ok", [(-1, True), (0, True), (32767, True), (32768, False), (-2, False),
+                                          (True, False), (1.5, False)])
+def test_swap_priority_bounds(priority, ok):
+    errors = plan([swap(priority=priority)])["errors"]
+    assert (errors == []) is ok, errors
+
+
+@pytest.mark.parametrize("size, needle", [
+    ("150%", "above this host's RAM"),
+    ("min(ram * 2, 64G)", "above this host's RAM"),
+    ("0%", "zram_devices[0].size is '0%'"),
+    ("ram - ram", "zram_devices[0].size is 'ram - ram'"),
+])
+def test_size_expressions_that_come_to_nothing_or_too_much(size, needle):
+    errors = plan([swap(size=size)])["errors"]
+    assert any(needle in error for error in errors), errors

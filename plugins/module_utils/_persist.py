@@ -1,0 +1,129 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What persist (a RAM mount kept in a backing directory on disk) needs on a host, decided from what it holds.
+
+The mount role reads, for each planned entry, whether its persist units exist and run, what its backing
+directory holds and whether a live RAM mount is empty; review_persist() turns that into one decision per
+entry, plus error sentences that name the host, the variable, the bad value and the fix. It never touches
+the host. The rule it keeps: no copy of the data is ever silently dropped. Once the units of an entry exist,
+the backing is the copy of record; before that, a backing that already holds a copy is only taken when the
+RAM side would start empty.
+
+The backing's layout, made by the persist helper: current -> snap-<stamp> (a symlink swapped with rename),
+snap-<stamp> (complete copies), .new-<stamp> and .current-<stamp> (a sync under way, or cut short).
+"""
+
+from __future__ import annotations
+
+import re
+
+# What the persist helper keeps in a backing directory; anything else there is not ours.
+_BACKING_NAMES_RE = re.compile(r"^(?:current|snap-.+|\.new-.+|\.current-.+)$")
+LIVE_ACTIONS = ("ok", "remount")
+
+
+def unit_names(token):
+    """The persist unit, the sync service and its timer of the mount with TOKEN."""
+    return {
+        "persist": "ramdisk-persist-%s.service" % token,
+        "sync": "ramdisk-persist-sync-%s.service" % token,
+        "timer": "ramdisk-persist-sync-%s.timer" % token,
+    }
+
+
+def foreign_names(names):
+    """Entries of a backing directory that the persist helper did not make, sorted."""
+    return sorted(name for name in names or () if not _BACKING_NAMES_RE.match(name))
+
+
+def review_persist(mounts, states, host="localhost"):
+    """Decide persist for every planned mount. Returns {'errors', 'warnings', 'decisions'}.
+
+    MOUNTS: planned entries (label, path, token, state, action, persist). STATES: per token what the host
+    holds: unit (the persist unit file exists), active (it runs), conf_backing (the backing its earlier run
+    recorded, or None), backing_exists, backing_is_dir, current (missing, snapshot or other), names (the
+    backing's entries) and mount_empty (a live RAM mount holds nothing but lost+found; None when not read).
+
+    A decision for a mounted entry: source (backing: the RAM mount is filled from the backing's current
+    copy; ram: the backing is made from the RAM mount), adopt (persist must be set going: services stopped
+    around it, the unit started) and verify (sync: check the backing's new copy against the mount; restore:
+    check the mount against the copy it was filled from; None). For an absent entry: release (this
+    collection set persist up, so the RAM copy is written back, the units go and the data returns to the
+    disk directory) and copy_back (a current copy exists to return).
+    """
+    errors = []
+    warnings = []
+    decisions = {}
+    for entry in mounts or ():
+        token = entry.get("token")
+        state = (states or {}).get(token) or {}
+        persist = entry.get("persist")
+        where = entry.get("label")
+        path = entry.get("path")
+        unit = bool(state.get("unit"))
+        if not persist:
+            if unit:
+                fix = ("Set %s.state: absent with the persist it had (its backing %s) to write the data back first, "
+                       "or keep persist in the entry." % (where, state.get("conf_backing") or "as before"))
+                errors.append("Host %s: %s.persist is missing: '%s' is kept in a backing directory by %s from an "
+                              "earlier run, and without persist that copy would be left behind. %s"
+                              % (host, where, path, unit_names(token)["persist"], fix))
+            continue
+        backing = persist["backing"]
+        name = "%s.persist.backing" % where
+        current = state.get("current", "missing")
+        if unit and state.get("conf_backing") and state["conf_backing"] != backing:
+            errors.append("Host %s: %s is '%s', but '%s' is kept in '%s' since an earlier run. Moving the backing is "
+                          "not done for you: set %s back to '%s', or set state: absent with it (the data returns "
+                          "to disk) and apply again with the new backing."
+                          % (host, name, backing, path, state["conf_backing"], name, state["conf_backing"]))
+            continue
+        if state.get("backing_exists") and not state.get("backing_is_dir"):
+            errors.append("Host %s: %s is '%s': it exists and is not a directory. Remove it, or choose another "
+                          "backing directory." % (host, name, backing))
+            continue
+        if current == "other":
+            errors.append("Host %s: %s is '%s': its 'current' is not a link to a copy this collection made. Move it "
+                          "away, or choose another backing directory." % (host, name, backing))
+            continue
+        foreign = foreign_names(state.get("names"))
+        if not unit and foreign:
+            errors.append("Host %s: %s is '%s': it holds files of its own (%s), and the backing directory must be "
+                          "empty or hold only this collection's copies. Choose an empty or new directory."
+                          % (host, name, backing, ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")))
+            continue
+
+        if entry.get("state") == "absent":
+            decisions[token] = {"release": unit, "copy_back": unit and current == "snapshot"}
+            if not unit and current == "snapshot":
+                warnings.append("%s: '%s' holds a copy, but this collection did not persist '%s' here; it is left "
+                                "as it is." % (where, backing, path))
+            continue
+
+        action = entry.get("action")
+        source = "backing" if current == "snapshot" else "ram"
+        if source == "backing" and not unit:
+            if action == "migrate":
+                ram_holds = "the directory on disk holds data too"
+            elif action in LIVE_ACTIONS and state.get("mount_empty") is not True:
+                ram_holds = "the live %s mount holds data too" % entry.get("fstype", "RAM")
+            else:
+                ram_holds = None
+            if ram_holds:
+                errors.append("Host %s: %s is '%s': it already holds a copy ('current'), and %s at '%s'. Neither is "
+                              "dropped for the other: move the backing's copy away (to take the data at '%s'), or "
+                              "empty '%s' (to take the backing's copy), then apply again."
+                              % (host, name, backing, ram_holds, path, path, path))
+                continue
+        adopt = not (unit and state.get("active") and current == "snapshot" and action in LIVE_ACTIONS)
+        if not adopt:
+            verify = None
+        elif source == "ram":
+            verify = "sync"
+        elif action not in LIVE_ACTIONS or state.get("mount_empty") is True:
+            verify = "restore"
+        else:
+            # A live mount that holds data is newer than the backing: the restore keeps it, the next sync saves it.
+            verify = None
+        decisions[token] = {"source": source, "adopt": adopt, "verify": verify}
+    return {"errors": errors, "warnings": warnings, "decisions": decisions}
