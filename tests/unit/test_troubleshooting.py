@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Every error message the collection can print is covered in docs/troubleshooting.md.
+"""Every error message the collection can print is covered in docs/troubleshooting.md, and the page
+quotes no message the code no longer prints.
 
 The messages are found by reading the code, not by running it:
 
@@ -11,9 +12,8 @@ The messages are found by reading the code, not by running it:
 
 Each message is keyed by its distinctive phrase: the longest piece of literal text between the parts
 filled in at run time (host, variable, value) in its first sentence, which states the problem (the
-fix comes after). The page must contain
-that phrase (case, spacing, backticks and table escapes do not matter). Run this file with Python to
-list every phrase and where it comes from:
+fix comes after). The page must contain that phrase (case, spacing, backticks and table escapes do not
+matter). Run this file with Python to list every phrase and where it comes from:
 
     .venv/bin/python tests/unit/test_troubleshooting.py [--missing]
 """
@@ -263,6 +263,59 @@ def test_every_message_is_in_troubleshooting_page():
     absent = missing(PHRASES, page)
     assert not absent, "docs/troubleshooting.md does not cover %d message(s); add each phrase with its cause and fix:\n%s" % (
         len(absent), "\n".join("  %r  (%s)" % (phrase, "; ".join(PHRASES[phrase])) for phrase in absent))
+
+
+def _strings(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+
+
+def source_text(root=REPO_ROOT):
+    """Every string the code holds (Python constants, YAML values of role tasks), for finding stale rows."""
+    texts = []
+    for path in glob.glob(os.path.join(root, "plugins", "**", "*.py"), recursive=True):
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), filename=path)
+        texts.extend(node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str))
+    for path in glob.glob(os.path.join(root, "roles", "*", "tasks", "*.yml")):
+        with open(path, encoding="utf-8") as handle:
+            texts.extend(_strings(yaml.safe_load(handle)))
+    return _loose(" ".join(texts))
+
+
+def _loose(text):
+    """Lower case, one space, no quotes, %% as %: YAML's '' and %-format escapes do not matter."""
+    return re.sub(r"\s+", " ", re.sub(r"[`'\"]|\\\|", "", text.replace("%%", "%"))).lower()
+
+
+def stale_rows(page_text, source):
+    """Quoted messages in the first column of the page's tables that no code holds any more."""
+    stale = []
+    for line in page_text.splitlines():
+        if not line.startswith("| `"):
+            continue
+        first_cell = re.split(r"(?<!\\)\|", line)[1]
+        for quoted in re.findall(r"`([^`]+)`", first_cell):
+            for fragment in re.split(r"<[^>]*>|\.\.\.", quoted):
+                fragment = _loose(fragment).strip(" :;,.()")
+                if len(fragment) >= 12 and fragment not in source:
+                    stale.append(fragment)
+    return stale
+
+
+def test_page_quotes_only_messages_the_code_prints():
+    """A message removed or reworded in the code must not linger on the page."""
+    with open(PAGE, encoding="utf-8") as handle:
+        page = handle.read()
+    stale = stale_rows(page, source_text())
+    assert not stale, "docs/troubleshooting.md quotes text no code prints any more; update or remove:\n  %s" % (
+        "\n  ".join(stale))
 
 
 if __name__ == "__main__":
