@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/scripts/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: demo test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build bench bench-fleet clean
+.PHONY: demo test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab bench bench-fleet clean
 
 setup:
 	bash scripts/bootstrap.sh
@@ -59,14 +59,21 @@ test-vm: setup vm-image
 build: setup
 	bash scripts/test/build.sh
 
+# The built tarball, installed into an empty collections path, runs every lab playbook by its collection
+# name on lab containers of its own (pkg-lab-*); a `make demo` lab is left alone.
+tarball-lab: build
+	bash scripts/lab/dockerd.sh
+	bash scripts/lab/images.sh
+	bash scripts/test/tarball_lab.sh
+
 # The execution environment: `ansible-builder create` of execution-environment.yml, checked; no image is built.
 .PHONY: ee bench-backends
 ee: setup
 	bash scripts/test/ee.sh
 
-test: lint unit sanity build ee molecule
-	@echo "make test: lint, unit, sanity, build, ee and molecule scenarios ($(SCENARIOS)) all passed"
-	@echo "suites: $$((5 + $(words $(SCENARIOS)))) passed, 0 failed"
+test: lint unit sanity build tarball-lab ee molecule
+	@echo "make test: lint, unit, sanity, build, tarball-lab, ee and molecule scenarios ($(SCENARIOS)) all passed"
+	@echo "suites: $$((6 + $(words $(SCENARIOS)))) passed, 0 failed"
 
 bench: setup
 	$(BIN)/python scripts/bench/facts_scan.py

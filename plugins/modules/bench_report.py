@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: bench_report
 short_description: Turn fetched RAM-versus-disk benchmark results into results.json, results.csv and a report
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - 'Runs on the controller (C(delegate_to: localhost), C(run_once: true)) after the role C(ramdisk.provision.benchmark)
     has fetched each host''s raw files into O(path)C(/<host>/).'

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: ramdisk_facts
 short_description: Gather memory, RAM-backed mount and kernel support facts
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads C(/proc), C(/sys) and C(statvfs) to report memory and swap, every RAM-backed mount (tmpfs, ramfs, and
     file systems on C(/dev/zramN) or C(/dev/ramN)), what the kernel supports, and the usage of chosen paths.

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: tree_verify
 short_description: Check that two directory trees hold the same files
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Compares two directory trees entry by entry, for example a directory and the tmpfs its data was copied into.
   - For every entry it compares the type, mode, owner, group, size, the SHA-256 of regular files, symlink

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: zram_device
 short_description: Create, configure, reset and remove a zram block device
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Drives a zram device through C(/sys/block/zramN) and C(/sys/class/zram-control) so that it has the asked
     size, compression algorithm and memory limit, and reports its C(mm_stat).

@@ -25,14 +25,36 @@ EOF
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+# Copies what git tracks or would track under the given paths into directory $1, as it is on disk.
+copy_tracked() {
+  local into=$1
+  shift
+  git ls-files -z -co --exclude-standard -- "$@" |
+    while IFS= read -r -d '' path; do
+      if [[ -e $path ]]; then printf '%s\0' "$path"; fi
+    done |
+    xargs -0 -r cp --parents -t "$into"
+}
+
+# CHANGELOG.rst must be what changelogs/changelog.yaml says (after a hand edit of changelog.yaml,
+# `antsibull-changelog generate` writes it again).
+if [[ -f CHANGELOG.rst ]]; then
+  mkdir -p "$scratch/generated"
+  copy_tracked "$scratch/generated" galaxy.yml changelogs CHANGELOG.rst
+  (cd "$scratch/generated" && antsibull-changelog generate) > "$scratch/generate.log" 2>&1 ||
+    { cat "$scratch/generate.log"; fail "antsibull-changelog generate cannot write CHANGELOG.rst from changelogs/changelog.yaml"; }
+  diff -u CHANGELOG.rst "$scratch/generated/CHANGELOG.rst" ||
+    fail "CHANGELOG.rst is not what changelogs/changelog.yaml says: run antsibull-changelog generate"
+  echo "changelog: CHANGELOG.rst matches changelogs/changelog.yaml"
+fi
 # The product as ansible-doc sees it (antsibull-changelog lists new plugins with it): tracked files
 # and untracked ones that are not ignored.
-git ls-files -z -co --exclude-standard -- galaxy.yml meta plugins roles changelogs |
-  while IFS= read -r -d '' path; do
-    if [[ -e $path ]]; then printf '%s\0' "$path"; fi
-  done |
-  xargs -0 -r cp --parents -t "$scratch"
+copy_tracked "$scratch" galaxy.yml meta plugins roles changelogs
 fragments=$(find "$scratch/changelogs/fragments" -name '*.yml' -o -name '*.yaml' 2> /dev/null | wc -l)
+if ((fragments == 0)); then
+  echo "changelog: no fragments since release $version"
+  exit 0
+fi
 
 (cd "$scratch" && antsibull-changelog release --version "$preview" --date "$(date -u +%Y-%m-%d)") > "$scratch/release.log" 2>&1 ||
   { cat "$scratch/release.log"; fail "antsibull-changelog release cannot build CHANGELOG.rst from the fragments"; }
