@@ -825,10 +825,13 @@ def block_filesystem(entry, values, size_bytes, state, requires):
     if path is None or not entry.ok:
         return None
     # discard hands freed blocks back, so deleted files stop holding RAM; makefs lets systemd make the file
-    # system again at boot, on the empty device the REQUIRES unit made.
+    # system again at boot, on the empty device the REQUIRES unit made. nofail: a device that cannot be made
+    # at boot (module gone after a kernel update, no systemd to make it) must not stop the boot in
+    # emergency mode; what needs the data waits for the mount through persist's RequiresMountsFor=.
     options = (["discard"] if discard else []) + [flag for flag in ("noatime", "nosuid", "nodev", "noexec")
                                                   if flags[flag]]
-    options += extras + ["x-systemd.requires=%s" % requires, "x-systemd.makefs"]
+    options += ([] if "nofail" in extras else ["nofail"]) + extras
+    options += ["x-systemd.requires=%s" % requires, "x-systemd.makefs"]
     return {
         "index": entry.where,
         "label": entry.where,

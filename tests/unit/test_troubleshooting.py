@@ -5,10 +5,14 @@ quotes no message the code no longer prints.
 The messages are found by reading the code, not by running it:
 
 - Python under plugins/: the problem argument of ``entry.error(key, value, problem, fix)``, what is
-  appended to a list named ``errors``, ``fail_json(msg=...)``, ``self.fail(...)`` and every
-  ``raise SomethingError("...")`` with a message;
+  appended to a list named ``errors``, ``fail_json(msg=...)``, ``self.fail(...)``, every
+  ``raise SomethingError("...")`` with a message, and the strings returned by functions named
+  ``*_reason`` or ``*_blocker`` (sentences a module fails with, such as why zram is unavailable);
 - roles/*/tasks: ``ansible.builtin.fail`` ``msg`` and ``ansible.builtin.assert`` ``fail_msg``, including
-  the sentences a task builds in its ``vars`` with ``out.append(...)`` in Jinja.
+  the sentences a task builds in its ``vars`` with ``out.append(...)`` in Jinja, and the value of every
+  ``set_fact`` key ending in ``_errors`` (with the task vars it names): a later assert prints those;
+- roles/*/templates/*.j2: ``die "..."`` and ``echo "..." >&2`` in the scripts the roles install, which
+  print at boot or on the sync timer (shell expansions such as ``$MOUNT`` are filled in at run time).
 
 Each message is keyed by its distinctive phrase: the longest piece of literal text between the parts
 filled in at run time (host, variable, value) in its first sentence, which states the problem (the
@@ -37,6 +41,8 @@ MIN_PHRASE = 8
 _PLACEHOLDER = re.compile(
     r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdrfixoeEgGc%]|\{[^{}]*\}|\{\{.*?\}\}|\{%.*?%\}|\\\d", re.S
 )
+# Shell expansions in the installed scripts: $VAR, ${VAR...}, $(command), $1; filled in at run time.
+_SHELL_EXPANSION = re.compile(r"\$\{[^}]*\}|\$\([^)]*\)|\$[A-Za-z_][A-Za-z0-9_]*|\$[0-9*@#?]")
 # A sentence ends at ". " before a capital, or where a filled-in part (itself ending a sentence) is
 # followed by one: "... is refused: {{ reasons }} Free /tmp ...".
 _SENTENCE_END = re.compile(r"(?<=\S)\.[\s\x00]+(?=[A-Z])|\x00\s+(?=[A-Z][a-z])")
@@ -102,6 +108,12 @@ def python_messages(path):
         tree = ast.parse(handle.read(), filename=path)
     found = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name.endswith(("_reason", "_blocker")):
+            # Its sentences reach the user through the caller's fail_json or fail.
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Return) and inner.value is not None:
+                    found.append((inner.lineno, node.name + "()", literal_pieces(inner.value)))
+            continue
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
             name, _owner = _call_name(node.exc)
             if name.endswith("Error"):
@@ -197,6 +209,36 @@ def role_messages(path):
             for source in sources:
                 for pieces in jinja_messages(source):
                     found.append((task.get("name", "?"), "%s %s" % (module, key), pieces))
+        facts = task.get("ansible.builtin.set_fact") or task.get("set_fact")
+        if isinstance(facts, dict):
+            task_vars = task.get("vars") or {}
+            for fact, value in facts.items():
+                if not (str(fact).endswith("_errors") and isinstance(value, str)):
+                    continue
+                # "{{ __errors }}": the sentences are built in the task var it names.
+                sources = [value] + [task_vars[name] for name in re.findall(r"\b\w+\b", value)
+                                     if isinstance(task_vars.get(name), str)]
+                for source in sources:
+                    for pieces in jinja_messages(source):
+                        found.append((task.get("name", "?"), "set_fact " + fact, pieces))
+    return found
+
+
+# --- scripts the roles install ---------------------------------------------------------------------
+
+_SHELL_MESSAGE = re.compile(r"""\bdie\s+"((?:[^"\\]|\\.)*)"|\becho\s+"((?:[^"\\]|\\.)*)"\s*>&2""")
+
+
+def template_messages(path):
+    """(line, kind, [literal pieces]) of every die "..." and echo "..." >&2 of a role template."""
+    found = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if line.lstrip().startswith("#"):
+                continue
+            for match in _SHELL_MESSAGE.finditer(line):
+                kind, text = ("die", match.group(1)) if match.group(1) is not None else ("echo >&2", match.group(2))
+                found.append((number, kind, _SHELL_EXPANSION.split(text)))
     return found
 
 
@@ -205,20 +247,27 @@ def role_messages(path):
 
 def collect(root=REPO_ROOT):
     """{phrase: [where, ...]} for every error message of the collection."""
+    def python_files():
+        for path in sorted(glob.glob(os.path.join(root, "plugins", "**", "*.py"), recursive=True)):
+            if "doc_fragments" not in path:
+                for line, kind, pieces in python_messages(path):
+                    yield "%s:%d %s" % (os.path.relpath(path, root), line, kind), pieces
+
+    def task_files():
+        for path in sorted(glob.glob(os.path.join(root, "roles", "*", "tasks", "*.yml"))):
+            for name, kind, pieces in role_messages(path):
+                yield "%s (%s) %s" % (os.path.relpath(path, root), name, kind), pieces
+
+    def template_files():
+        for path in sorted(glob.glob(os.path.join(root, "roles", "*", "templates", "*.j2"))):
+            for line, kind, pieces in template_messages(path):
+                yield "%s:%d %s" % (os.path.relpath(path, root), line, kind), pieces
+
     phrases = {}
-    for path in sorted(glob.glob(os.path.join(root, "plugins", "**", "*.py"), recursive=True)):
-        if "doc_fragments" in path:
-            continue
-        for line, kind, pieces in python_messages(path):
+    for source in (python_files, task_files, template_files):
+        for where, pieces in source():
             phrase = phrase_of(pieces)
             if phrase:
-                where = "%s:%d %s" % (os.path.relpath(path, root), line, kind)
-                phrases.setdefault(phrase, []).append(where)
-    for path in sorted(glob.glob(os.path.join(root, "roles", "*", "tasks", "*.yml"))):
-        for name, kind, pieces in role_messages(path):
-            phrase = phrase_of(pieces)
-            if phrase:
-                where = "%s (%s) %s" % (os.path.relpath(path, root), name, kind)
                 phrases.setdefault(phrase, []).append(where)
     return phrases
 
@@ -236,9 +285,12 @@ PHRASES = collect()
 def test_messages_are_found():
     """The scan itself works: it finds messages of each kind in the places they are known to be."""
     wheres = " ".join(where for places in PHRASES.values() for where in places)
-    for kind in ("error()", "errors.append()", "fail_json()", "raise SizeError", "fail msg", "assert fail_msg"):
+    for kind in ("error()", "errors.append()", "fail_json()", "raise SizeError", "fail msg", "assert fail_msg",
+                 "unavailable_reason()", "set_fact mount_persist_errors", "set_fact mount_account_errors",
+                 "persist.j2", "zram-setup.j2", " die", " echo >&2"):
         assert kind in wheres, "no message of kind %s found: the scan is broken" % kind
     assert "a system path that must not be hidden under a RAM-backed mount" in PHRASES
+    assert "is not a mount point: refusing to touch the directory under it" in PHRASES
     assert len(PHRASES) > 50
 
 
@@ -251,6 +303,10 @@ def test_messages_are_found():
         (["%s is %s: ", "the size must be above zero, and this is %d%%"], "the size must be above zero, and this is"),
         (["Host {{ inventory_hostname }}: /tmp does not fit in RAM, so tmpfs_tmp is refused: {{ x }} Free /tmp."],
          "/tmp does not fit in RAM, so tmpfs_tmp is refused"),
+        (_SHELL_EXPANSION.split("$MOUNT was not restored from $BACKING since it was mounted: the copy is newer"),
+         "since it was mounted: the copy is newer"),
+        (_SHELL_EXPANSION.split("zram-setup: $DEVICE is in use, so it cannot be reset to size $SIZE${ALGORITHM:+ x}"),
+         "is in use, so it cannot be reset to size"),
     ],
 )
 def test_phrase_of(pieces, phrase):
@@ -277,7 +333,8 @@ def _strings(node):
 
 
 def source_text(root=REPO_ROOT):
-    """Every string the code holds (Python constants, YAML values of role tasks), for finding stale rows."""
+    """Every string the code holds (Python constants, YAML values of role tasks, role templates), for finding
+    stale rows."""
     texts = []
     for path in glob.glob(os.path.join(root, "plugins", "**", "*.py"), recursive=True):
         with open(path, encoding="utf-8") as handle:
@@ -286,6 +343,9 @@ def source_text(root=REPO_ROOT):
     for path in glob.glob(os.path.join(root, "roles", "*", "tasks", "*.yml")):
         with open(path, encoding="utf-8") as handle:
             texts.extend(_strings(yaml.safe_load(handle)))
+    for path in glob.glob(os.path.join(root, "roles", "*", "templates", "*.j2")):
+        with open(path, encoding="utf-8") as handle:
+            texts.append(handle.read())
     return _loose(" ".join(texts))
 
 

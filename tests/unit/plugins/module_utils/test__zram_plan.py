@@ -94,9 +94,18 @@ def test_valid_swap_and_filesystem():
     assert swap_dev["mount"] is None
     mount = fs_dev["mount"]
     assert mount["action"] == "mount" and mount["fstype"] == "ext4" and mount["src"] is None
-    assert mount["options"] == ["discard", "nosuid", "nodev", "noexec", "x-systemd.requires=ramdisk-zram@build.service",
-                                "x-systemd.makefs"]
+    assert mount["options"] == ["discard", "nosuid", "nodev", "noexec", "nofail",
+                                "x-systemd.requires=ramdisk-zram@build.service", "x-systemd.makefs"]
     assert fs_dev["priority"] is None
+
+
+def test_file_system_is_nofail_once_even_when_asked_for():
+    # nofail by default: a device that cannot be made at boot must not stop the boot.
+    result = plan([fs(options=["nofail", "x-systemd.device-timeout=10s"])])
+    assert result["errors"] == []
+    assert result["devices"][0]["mount"]["options"] == [
+        "discard", "nosuid", "nodev", "nofail", "x-systemd.device-timeout=10s",
+        "x-systemd.requires=ramdisk-zram@build.service", "x-systemd.makefs"]
 
 
 def test_absent_needs_no_size():
