@@ -94,12 +94,15 @@ def _parse_budget(budget, mem_total):
 
 
 def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, state="present",
-                budget="80%", zram_ratio=2.0):
+                budget="80%", zram_ratio=2.0, swap_devices=None, swap_known=None):
     """Merge and check a host's policy.
 
     SOURCES: [(variable name, list of entries)], see policy_sources(). PURPOSES: purpose -> defaults
     for its entries. DEFAULTS: defaults for every entry, under the purpose's. STATE absent turns every
-    entry to absent (rollback). Returns entries, errors, warnings, gates, budget and the backend requests.
+    entry to absent (rollback). SWAP_DEVICES: the host's zram_devices, which the zram role sets up beside
+    the policy (site.yml); their swap devices count in the budget. SWAP_KNOWN: entry name -> the zramN it
+    got on an earlier run (a live one is already counted from the facts). Returns entries, errors,
+    warnings, gates, budget and the backend requests.
     """
     errors = []
     warnings = []
@@ -163,7 +166,8 @@ def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, 
                           for entry in normalized if entry["backend"] == "brd" and entry["size_bytes"])))
 
     result["gates"] = _gates(normalized, facts, host, errors, warnings)
-    result["budget"] = ram_budget(normalized, facts, limit, ratio, budget)
+    result["budget"] = ram_budget(normalized, facts, limit, ratio, budget,
+                                  swap=_swap_to_count(swap_devices, swap_known, facts, mem_total))
     if not result["budget"]["within"]:
         over = result["budget"]
         errors.append("Host %s: the policy needs up to %s of RAM-backed storage, %s over ramdisk_ram_budget (%s = %s "
@@ -357,13 +361,47 @@ def _is_system_mount(path):
     return any(path == tree or path.startswith(tree + "/") for tree in SYSTEM_MOUNT_TREES)
 
 
-def ram_budget(entries, facts, limit_bytes, zram_ratio, limit_expr="80%"):
+def _swap_to_count(devices, known, facts, mem_total):
+    """[(label, size_bytes, mem_limit_bytes)] of the zram swap devices in DEVICES still to be made.
+
+    Entries the zram role would refuse are left out: its own preflight names what is wrong with them.
+    A device that exists already is counted from the facts, with the host's other zram devices.
+    """
+    if not isinstance(devices, (list, tuple)):
+        return []
+    live = set(device.get("device") for device in facts.get("zram") or () if device.get("disksize_bytes"))
+    known = known if isinstance(known, dict) else {}
+    swaps = []
+    for index, device in enumerate(devices):
+        if not isinstance(device, dict) or device.get("use") != "swap" or device.get("state", "present") != "present":
+            continue
+        if known.get(device.get("name")) in live:
+            continue
+        try:
+            size = parse_size(device.get("size"), ram_bytes=mem_total)
+            limit = parse_size(device["mem_limit"], ram_bytes=mem_total) if device.get("mem_limit") else None
+        except (SizeError, TypeError, ValueError):
+            continue
+        swaps.append(("zram_devices[%d] %s" % (index, device.get("name")), size, limit))
+    return swaps
+
+
+def _zram_amount(size_bytes, mem_limit_bytes, zram_ratio):
+    """What a zram device can take from RAM at most, and on what basis."""
+    if mem_limit_bytes:
+        return mem_limit_bytes, "mem_limit"
+    return int(size_bytes / zram_ratio), "size %s at an assumed %.1f:1 compression" % (format_size(size_bytes),
+                                                                                        zram_ratio)
+
+
+def ram_budget(entries, facts, limit_bytes, zram_ratio, limit_expr="80%", swap=()):
     """Worst-case RAM of all RAM-backed storage once the policy is applied, against LIMIT_BYTES.
 
     The policy's mounts count with their limits (zram with mem_limit, else its size at ZRAM_RATIO);
     RAM storage already on the host that the policy does not name counts too: other tmpfs mounts with
     their size, kernel/systemd ones (/run, /dev/shm) and ramfs with what they hold, zram devices like
-    the policy's, brd disks with their size unless the policy takes brd over.
+    the policy's, brd disks with their size unless the policy takes brd over. SWAP: zram swap devices
+    still to be made beside the policy, as (label, size_bytes, mem_limit_bytes), see _swap_to_count().
     """
     counted = []
     named = set(entry["path"] for entry in entries)
@@ -371,11 +409,7 @@ def ram_budget(entries, facts, limit_bytes, zram_ratio, limit_expr="80%"):
         if entry["state"] != "mounted":
             continue
         if entry["backend"] == "zram":
-            if entry.get("mem_limit_bytes"):
-                amount, basis = entry["mem_limit_bytes"], "mem_limit"
-            else:
-                amount = int(entry["size_bytes"] / zram_ratio)
-                basis = "size %s at an assumed %.1f:1 compression" % (format_size(entry["size_bytes"]), zram_ratio)
+            amount, basis = _zram_amount(entry["size_bytes"], entry.get("mem_limit_bytes"), zram_ratio)
         else:
             amount = entry["size_bytes"]
             basis = "max_size" if entry["backend"] == "ramfs" else "size"
@@ -398,13 +432,13 @@ def ram_budget(entries, facts, limit_bytes, zram_ratio, limit_expr="80%"):
     for device in facts.get("zram") or ():
         if not device.get("disksize_bytes") or device.get("mountpoint") in named:
             continue
-        if device.get("mem_limit_bytes"):
-            amount, basis = device["mem_limit_bytes"], "mem_limit"
-        else:
-            amount = int(device["disksize_bytes"] / zram_ratio)
-            basis = "size %s at an assumed %.1f:1 compression" % (format_size(device["disksize_bytes"]), zram_ratio)
+        amount, basis = _zram_amount(device["disksize_bytes"], device.get("mem_limit_bytes"), zram_ratio)
         counted.append({"what": "%s (zram %s, on the host)" % (device.get("path"), device.get("used_as")),
                         "bytes": amount, "basis": basis, "source": "host"})
+    for label, size_bytes, mem_limit_bytes in swap:
+        amount, basis = _zram_amount(size_bytes, mem_limit_bytes, zram_ratio)
+        counted.append({"what": "%s (zram swap, to be made)" % label, "bytes": amount, "basis": basis,
+                        "source": "zram_devices"})
     brd = facts.get("brd") or {}
     if brd.get("loaded") and not any(entry["backend"] == "brd" for entry in entries):
         for device in brd.get("devices") or ():

@@ -277,6 +277,37 @@ def test_budget_counts_the_hosts_other_ram_storage():
     }
 
 
+def test_budget_counts_the_zram_swap_of_zram_devices_still_to_be_made():
+    # site.yml sets up zram_devices beside the policy: their swap counts before anything is made.
+    facts = dict(FACTS, zram=[{"device": "zram0", "path": "/dev/zram0", "disksize_bytes": 2 * GIB,
+                               "mem_limit_bytes": 0, "used_as": "swap"}])
+    swaps = [{"name": "old", "use": "swap", "size": "2G"},                    # live as zram0: from the facts
+             {"name": "new", "use": "swap", "size": "25%"},                   # 4G at 2:1
+             {"name": "capped", "use": "swap", "size": "8G", "mem_limit": "512M"},
+             {"name": "gone", "use": "swap", "size": "1G", "state": "absent"},
+             {"name": "fs", "use": "filesystem", "size": "1G", "path": "/srv/fs"},  # not a swap device
+             {"name": "bad", "use": "swap", "size": "lots"},                  # the zram role refuses it
+             "not a mapping"]
+    budget = plan([{"path": "/var/cache/x", "size": "1G"}], facts=facts, swap_devices=swaps,
+                  swap_known={"old": "zram0", "new": "zram5"})["budget"]
+    got = dict((c["what"], (c["bytes"], c["source"])) for c in budget["counted"])
+    assert got == {
+        "ramdisk_mounts[0] /var/cache/x (tmpfs)": (1 * GIB, "policy"),
+        "/dev/shm (tmpfs, on the host)": (1 * MIB, "host"),
+        "/run (tmpfs, on the host)": (2 * MIB, "host"),
+        "/dev/zram0 (zram swap, on the host)": (1 * GIB, "host"),
+        "zram_devices[1] new (zram swap, to be made)": (2 * GIB, "zram_devices"),
+        "zram_devices[2] capped (zram swap, to be made)": (512 * MIB, "zram_devices"),
+    }
+
+
+def test_zram_swap_of_zram_devices_can_put_the_policy_over_budget():
+    error = one_error(plan([{"path": "/var/cache/a", "size": "10G"}],
+                           swap_devices=[{"name": "swap", "use": "swap", "size": "100%", "mem_limit": "4G"}]))
+    assert "zram_devices[0] swap (zram swap, to be made) 4.0 GiB" in error
+    assert "over ramdisk_ram_budget" in error
+
+
 def test_ram_budget_alone():
     budget = ram_budget([], {}, 10, 2.0)
     assert budget == {"limit": "80%", "limit_bytes": 10, "total_bytes": 0, "within": True,
