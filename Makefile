@@ -82,7 +82,8 @@ bench: setup
 # scratch mounts under /mnt, all removed again. Figures: build/bench-backends/<run>/summary.md.
 bench-backends: setup
 	@run=$$(date -u +%Y%m%dT%H%M%SZ); \
-	  ansible-playbook -i localhost, -c local scripts/bench/backends.yml -e bench_backends_run_id=$$run $(BENCH_ARGS) && \
+	  ansible-playbook -i localhost, -c local -e ansible_python_interpreter=$(CURDIR)/$(BIN)/python \
+	    scripts/bench/backends.yml -e bench_backends_run_id=$$run $(BENCH_ARGS) && \
 	  $(BIN)/python scripts/bench/backends_summary.py build/bench-backends/$$run
 
 # site.yml on 1 and on 20 fresh lab containers, first run and idempotent re-run: cost per host and growth.
