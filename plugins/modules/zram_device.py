@@ -478,8 +478,10 @@ class ZramDevice(object):
             if params["algorithm"] is None:
                 return None
             if not offered:
-                module.warn("No zram device exists yet, so algorithm '%s' is checked against what the kernel "
-                            "offers only once one is made (not in check mode)." % params["algorithm"])
+                # A real run checks it again on the device hot_add makes; only check mode never gets there.
+                if module.check_mode:
+                    module.warn("No zram device exists yet, so algorithm '%s' is checked against what the kernel "
+                                "offers only once one is made (not in check mode)." % params["algorithm"])
                 return params["algorithm"]
             try:
                 chosen, warning = choose_algorithm(params["algorithm"], offered, params["allow_algorithm_fallback"])
