@@ -10,7 +10,8 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._policy import p
 
 
 def ramdisk_policy(sources, facts=None, host="localhost", purposes=None, defaults=None, state="present",
-                   budget="80%", zram_ratio=2.0, swap_devices=None, swap_known=None):
+                   budget="80%", zram_ratio=2.0, swap_devices=None, swap_known=None,
+                   swap_defaults=None):
     if not isinstance(sources, (list, tuple)):
         raise AnsibleFilterError("ramdisk_policy: the input must be a list of {name, value} mappings, not %s"
                                  % type(sources).__name__)
@@ -24,7 +25,8 @@ def ramdisk_policy(sources, facts=None, host="localhost", purposes=None, default
         if value is not None and not isinstance(value, dict):
             raise AnsibleFilterError("ramdisk_policy: %s must be a mapping, not %s" % (name, type(value).__name__))
     return plan_policy(pairs, facts or {}, host=str(host), purposes=purposes, defaults=defaults, state=state,
-                       budget=budget, zram_ratio=zram_ratio, swap_devices=swap_devices, swap_known=swap_known)
+                       budget=budget, zram_ratio=zram_ratio, swap_devices=swap_devices, swap_known=swap_known,
+                       swap_defaults=swap_defaults)
 
 
 class FilterModule(object):

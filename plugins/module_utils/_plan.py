@@ -827,10 +827,14 @@ def block_filesystem(entry, values, size_bytes, state, requires):
     # discard hands freed blocks back, so deleted files stop holding RAM; makefs lets systemd make the file
     # system again at boot, on the empty device the REQUIRES unit made. nofail: a device that cannot be made
     # at boot (module gone after a kernel update, no systemd to make it) must not stop the boot in
-    # emergency mode; what needs the data waits for the mount through persist's RequiresMountsFor=.
+    # emergency mode. nofail also drops the mount's Before=local-fs.target, which x-systemd.before puts
+    # back: without it, systemd-tmpfiles could set owner and mode on the directory under the mount, and
+    # services start, before the file system is there.
     options = (["discard"] if discard else []) + [flag for flag in ("noatime", "nosuid", "nodev", "noexec")
                                                   if flags[flag]]
     options += ([] if "nofail" in extras else ["nofail"]) + extras
+    if "x-systemd.before=local-fs.target" not in extras:
+        options.append("x-systemd.before=local-fs.target")
     options += ["x-systemd.requires=%s" % requires, "x-systemd.makefs"]
     return {
         "index": entry.where,

@@ -94,15 +94,15 @@ def _parse_budget(budget, mem_total):
 
 
 def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, state="present",
-                budget="80%", zram_ratio=2.0, swap_devices=None, swap_known=None):
+                budget="80%", zram_ratio=2.0, swap_devices=None, swap_known=None, swap_defaults=None):
     """Merge and check a host's policy.
 
     SOURCES: [(variable name, list of entries)], see policy_sources(). PURPOSES: purpose -> defaults
     for its entries. DEFAULTS: defaults for every entry, under the purpose's. STATE absent turns every
     entry to absent (rollback). SWAP_DEVICES: the host's zram_devices, which the zram role sets up beside
     the policy (site.yml); their swap devices count in the budget. SWAP_KNOWN: entry name -> the zramN it
-    got on an earlier run (a live one is already counted from the facts). Returns entries, errors,
-    warnings, gates, budget and the backend requests.
+    got on an earlier run. SWAP_DEFAULTS: zram_device_defaults, under each of them. Returns entries,
+    errors, warnings, gates, budget and the backend requests.
     """
     errors = []
     warnings = []
@@ -167,7 +167,7 @@ def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, 
 
     result["gates"] = _gates(normalized, facts, host, errors, warnings)
     result["budget"] = ram_budget(normalized, facts, limit, ratio, budget,
-                                  swap=_swap_to_count(swap_devices, swap_known, facts, mem_total))
+                                  swap=_swap_to_count(swap_devices, swap_known, facts, mem_total, swap_defaults))
     if not result["budget"]["within"]:
         over = result["budget"]
         errors.append("Host %s: the policy needs up to %s of RAM-backed storage, %s over ramdisk_ram_budget (%s = %s "
@@ -361,28 +361,34 @@ def _is_system_mount(path):
     return any(path == tree or path.startswith(tree + "/") for tree in SYSTEM_MOUNT_TREES)
 
 
-def _swap_to_count(devices, known, facts, mem_total):
-    """[(label, size_bytes, mem_limit_bytes)] of the zram swap devices in DEVICES still to be made.
+def _swap_to_count(devices, known, facts, mem_total, defaults=None):
+    """The zram swap devices of DEVICES (zram_devices, over DEFAULTS) as the budget counts them.
 
-    Entries the zram role would refuse are left out: its own preflight names what is wrong with them.
-    A device that exists already is counted from the facts, with the host's other zram devices.
+    [{label, size_bytes, mem_limit_bytes, live}]: LIVE is the facts entry of the device an earlier run
+    made (KNOWN: name -> zramN), which the entry replaces in the count, since the zram role may resize it
+    in the same run. Entries the zram role would refuse are left out: its own preflight names what is
+    wrong with them.
     """
     if not isinstance(devices, (list, tuple)):
         return []
-    live = set(device.get("device") for device in facts.get("zram") or () if device.get("disksize_bytes"))
+    defaults = defaults if isinstance(defaults, dict) else {}
+    live = dict((device.get("device"), device) for device in facts.get("zram") or ()
+                if device.get("disksize_bytes") and device.get("used_as") == "swap")
     known = known if isinstance(known, dict) else {}
     swaps = []
-    for index, device in enumerate(devices):
-        if not isinstance(device, dict) or device.get("use") != "swap" or device.get("state", "present") != "present":
+    for index, given in enumerate(devices):
+        if not isinstance(given, dict):
             continue
-        if known.get(device.get("name")) in live:
+        device = dict(defaults, **given)
+        if device.get("use") != "swap" or device.get("state", "present") != "present":
             continue
         try:
             size = parse_size(device.get("size"), ram_bytes=mem_total)
             limit = parse_size(device["mem_limit"], ram_bytes=mem_total) if device.get("mem_limit") else None
         except (SizeError, TypeError, ValueError):
             continue
-        swaps.append(("zram_devices[%d] %s" % (index, device.get("name")), size, limit))
+        swaps.append({"label": "zram_devices[%d] %s" % (index, device.get("name")), "size_bytes": size,
+                      "mem_limit_bytes": limit, "live": live.get(known.get(device.get("name")))})
     return swaps
 
 
@@ -390,8 +396,8 @@ def _zram_amount(size_bytes, mem_limit_bytes, zram_ratio):
     """What a zram device can take from RAM at most, and on what basis."""
     if mem_limit_bytes:
         return mem_limit_bytes, "mem_limit"
-    return int(size_bytes / zram_ratio), "size %s at an assumed %.1f:1 compression" % (format_size(size_bytes),
-                                                                                        zram_ratio)
+    basis = "size %s at an assumed %.1f:1 compression" % (format_size(size_bytes), zram_ratio)
+    return int(size_bytes / zram_ratio), basis
 
 
 def ram_budget(entries, facts, limit_bytes, zram_ratio, limit_expr="80%", swap=()):
@@ -400,10 +406,11 @@ def ram_budget(entries, facts, limit_bytes, zram_ratio, limit_expr="80%", swap=(
     The policy's mounts count with their limits (zram with mem_limit, else its size at ZRAM_RATIO);
     RAM storage already on the host that the policy does not name counts too: other tmpfs mounts with
     their size, kernel/systemd ones (/run, /dev/shm) and ramfs with what they hold, zram devices like
-    the policy's, brd disks with their size unless the policy takes brd over. SWAP: zram swap devices
-    still to be made beside the policy, as (label, size_bytes, mem_limit_bytes), see _swap_to_count().
+    the policy's, brd disks with their size unless the policy takes brd over. SWAP: the zram swap devices
+    set up beside the policy (_swap_to_count()), a live one at the larger of its planned and live size.
     """
     counted = []
+    replaced = set(swap_device["live"]["device"] for swap_device in swap if swap_device["live"])
     named = set(entry["path"] for entry in entries)
     for entry in entries:
         if entry["state"] != "mounted":
@@ -430,15 +437,20 @@ def ram_budget(entries, facts, limit_bytes, zram_ratio, limit_expr="80%", swap=(
         counted.append({"what": "%s (%s, on the host)" % (path, kind), "bytes": amount, "basis": basis,
                         "source": "host"})
     for device in facts.get("zram") or ():
-        if not device.get("disksize_bytes") or device.get("mountpoint") in named:
+        if not device.get("disksize_bytes") or device.get("mountpoint") in named or device.get("device") in replaced:
             continue
         amount, basis = _zram_amount(device["disksize_bytes"], device.get("mem_limit_bytes"), zram_ratio)
         counted.append({"what": "%s (zram %s, on the host)" % (device.get("path"), device.get("used_as")),
                         "bytes": amount, "basis": basis, "source": "host"})
-    for label, size_bytes, mem_limit_bytes in swap:
-        amount, basis = _zram_amount(size_bytes, mem_limit_bytes, zram_ratio)
-        counted.append({"what": "%s (zram swap, to be made)" % label, "bytes": amount, "basis": basis,
-                        "source": "zram_devices"})
+    for swap_device in swap:
+        amount, basis = _zram_amount(swap_device["size_bytes"], swap_device["mem_limit_bytes"], zram_ratio)
+        live = swap_device["live"]
+        if live:
+            live_amount, live_basis = _zram_amount(live["disksize_bytes"], live.get("mem_limit_bytes"), zram_ratio)
+            if live_amount > amount:
+                amount, basis = live_amount, "as it is now: " + live_basis
+        counted.append({"what": "%s (zram swap, %s)" % (swap_device["label"], live["path"] if live else "to be made"),
+                        "bytes": amount, "basis": basis, "source": "zram_devices"})
     brd = facts.get("brd") or {}
     if brd.get("loaded") and not any(entry["backend"] == "brd" for entry in entries):
         for device in brd.get("devices") or ():

@@ -47,6 +47,8 @@ EOF
 mapfile -t hosts < <(ansible-inventory -i "$inventory" --list | python -c 'import json,sys; print("\n".join(sorted(json.load(sys.stdin)["_meta"]["hostvars"])))')
 
 echo "tarball-lab: lab containers ${hosts[*]}"
+# Fresh containers: any left by an interrupted run go first.
+ansible-playbook -i "$inventory" "$repo/scripts/lab/lab.yml" -e lab_state=absent > /dev/null 2>&1 || true
 ansible-playbook -i "$inventory" "$repo/scripts/lab/lab.yml" > "$tmp/lab.log" 2>&1 ||
   { tail -n 40 "$tmp/lab.log"; echo "tarball-lab: FAILED: the lab containers did not come up"; exit 1; }
 
@@ -93,7 +95,7 @@ check_mounts() {
   local when=$1 host pair path fstype out line bad=()
   for host in "${hosts[@]}"; do
     out=$(mounts_of "$host") || { echo "$out"; echo "tarball-lab: FAILED: cannot read the mounts of $host"; exit 1; }
-    for pair in ${want[$host]}; do
+    for pair in ${want[$host]:-}; do
       path=${pair%=*} fstype=${pair#*=}
       line=$(mount_line "$out" "$path")
       case $when in

@@ -98,6 +98,7 @@ def test_file_system_device_has_its_size_and_algorithm(host):
     fields = fstab_line(host, "/dev/" + device)
     assert fields[1:3] == [PATH, "ext4"]
     assert fields[3].split(",") == ["discard", "nosuid", "nodev", "nofail", "x-systemd.device-timeout=10s",
+                                    "x-systemd.before=local-fs.target",
                                     "x-systemd.requires=ramdisk-zram@cache.service", "x-systemd.makefs"]
     assert host.service("ramdisk-zram@cache.service").is_enabled
 

@@ -66,7 +66,7 @@ def test_load_and_mount():
     (mount,) = result["mounts"]
     assert mount["src"] == "/dev/ram1" and mount["action"] == "mount"
     assert "x-systemd.requires=systemd-modules-load.service" in mount["options"]
-    assert "nofail" in mount["options"]
+    assert "nofail" in mount["options"] and "x-systemd.before=local-fs.target" in mount["options"]
 
 
 @pytest.mark.parametrize("loaded_as, devices, action", [

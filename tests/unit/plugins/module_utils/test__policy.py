@@ -277,28 +277,44 @@ def test_budget_counts_the_hosts_other_ram_storage():
     }
 
 
-def test_budget_counts_the_zram_swap_of_zram_devices_still_to_be_made():
-    # site.yml sets up zram_devices beside the policy: their swap counts before anything is made.
-    facts = dict(FACTS, zram=[{"device": "zram0", "path": "/dev/zram0", "disksize_bytes": 2 * GIB,
-                               "mem_limit_bytes": 0, "used_as": "swap"}])
-    swaps = [{"name": "old", "use": "swap", "size": "2G"},                    # live as zram0: from the facts
+def test_budget_counts_the_zram_swap_of_zram_devices():
+    # site.yml sets up zram_devices beside the policy: their swap counts before anything is made, and a
+    # live one at the larger of its planned and present size (the zram role may resize it in the run).
+    live = {"device": "zram0", "path": "/dev/zram0", "mem_limit_bytes": 0, "used_as": "swap"}
+    facts = dict(FACTS, zram=[dict(live, disksize_bytes=2 * GIB),
+                              dict(live, device="zram1", path="/dev/zram1", disksize_bytes=8 * GIB),
+                              dict(live, device="zram2", path="/dev/zram2", disksize_bytes=1 * GIB,
+                                   used_as="filesystem", mountpoint="/srv/other")])
+    swaps = [{"name": "grown", "use": "swap", "size": "6G"},                  # live as zram0 at 2G
+             {"name": "shrunk", "use": "swap", "size": "1G"},                 # live as zram1 at 8G
              {"name": "new", "use": "swap", "size": "25%"},                   # 4G at 2:1
              {"name": "capped", "use": "swap", "size": "8G", "mem_limit": "512M"},
+             {"name": "stale", "use": "swap", "size": "1G"},                  # its record names a file system
              {"name": "gone", "use": "swap", "size": "1G", "state": "absent"},
-             {"name": "fs", "use": "filesystem", "size": "1G", "path": "/srv/fs"},  # not a swap device
+             {"name": "fs", "use": "filesystem", "size": "1G", "path": "/srv/fs"},
              {"name": "bad", "use": "swap", "size": "lots"},                  # the zram role refuses it
              "not a mapping"]
     budget = plan([{"path": "/var/cache/x", "size": "1G"}], facts=facts, swap_devices=swaps,
-                  swap_known={"old": "zram0", "new": "zram5"})["budget"]
+                  swap_known={"grown": "zram0", "shrunk": "zram1", "new": "zram5", "stale": "zram2"})["budget"]
     got = dict((c["what"], (c["bytes"], c["source"])) for c in budget["counted"])
     assert got == {
         "ramdisk_mounts[0] /var/cache/x (tmpfs)": (1 * GIB, "policy"),
         "/dev/shm (tmpfs, on the host)": (1 * MIB, "host"),
         "/run (tmpfs, on the host)": (2 * MIB, "host"),
-        "/dev/zram0 (zram swap, on the host)": (1 * GIB, "host"),
-        "zram_devices[1] new (zram swap, to be made)": (2 * GIB, "zram_devices"),
-        "zram_devices[2] capped (zram swap, to be made)": (512 * MIB, "zram_devices"),
+        "/dev/zram2 (zram filesystem, on the host)": (512 * MIB, "host"),
+        "zram_devices[0] grown (zram swap, /dev/zram0)": (3 * GIB, "zram_devices"),
+        "zram_devices[1] shrunk (zram swap, /dev/zram1)": (4 * GIB, "zram_devices"),
+        "zram_devices[2] new (zram swap, to be made)": (2 * GIB, "zram_devices"),
+        "zram_devices[3] capped (zram swap, to be made)": (512 * MIB, "zram_devices"),
+        "zram_devices[4] stale (zram swap, to be made)": (512 * MIB, "zram_devices"),
     }
+
+
+def test_zram_device_defaults_apply_to_the_swap_of_zram_devices():
+    budget = plan([], swap_devices=[{"name": "swap", "size": "8G"}],
+                  swap_defaults={"use": "swap", "mem_limit": "1G"})["budget"]
+    assert [(c["what"], c["bytes"], c["basis"]) for c in budget["counted"] if c["source"] == "zram_devices"] == [
+        ("zram_devices[0] swap (zram swap, to be made)", 1 * GIB, "mem_limit")]
 
 
 def test_zram_swap_of_zram_devices_can_put_the_policy_over_budget():

@@ -94,17 +94,18 @@ def test_valid_swap_and_filesystem():
     assert swap_dev["mount"] is None
     mount = fs_dev["mount"]
     assert mount["action"] == "mount" and mount["fstype"] == "ext4" and mount["src"] is None
-    assert mount["options"] == ["discard", "nosuid", "nodev", "noexec", "nofail",
+    assert mount["options"] == ["discard", "nosuid", "nodev", "noexec", "nofail", "x-systemd.before=local-fs.target",
                                 "x-systemd.requires=ramdisk-zram@build.service", "x-systemd.makefs"]
     assert fs_dev["priority"] is None
 
 
 def test_file_system_is_nofail_once_even_when_asked_for():
-    # nofail by default: a device that cannot be made at boot must not stop the boot.
+    # nofail by default, so a device that cannot be made at boot does not stop the boot, still ordered before
+    # local-fs.target.
     result = plan([fs(options=["nofail", "x-systemd.device-timeout=10s"])])
     assert result["errors"] == []
     assert result["devices"][0]["mount"]["options"] == [
-        "discard", "nosuid", "nodev", "nofail", "x-systemd.device-timeout=10s",
+        "discard", "nosuid", "nodev", "nofail", "x-systemd.device-timeout=10s", "x-systemd.before=local-fs.target",
         "x-systemd.requires=ramdisk-zram@build.service", "x-systemd.makefs"]
 
 
