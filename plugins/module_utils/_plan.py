@@ -108,6 +108,13 @@ _TIMESPAN_PART_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)")
 # A unit name with its type; a template (name@.service) needs an instance to be ordered against.
 _UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9:_.\\-]+(?:@[A-Za-z0-9:_.\\-]+)?\.(?:service|socket|target|mount|path|timer)$")
 _MODE_RE = re.compile(r"^[0-7]{3,4}$")
+# Linux's limits: a name of NAME_MAX bytes, a path of PATH_MAX - 1 bytes; (uid_t)-1 is no id at all.
+NAME_MAX = 255
+PATH_MAX = 4095
+ID_MAX = 4294967294
+# tmpfs takes nr_inodes as an unsigned long and wraps larger ones (2**64 becomes 0: unlimited); each inode
+# takes about 1 KiB of RAM, so 2**32 is beyond any host.
+NR_INODES_MAX = 2 ** 32
 _ACCOUNT_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?$")
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
@@ -158,9 +165,35 @@ def _is_under(path, parent):
     return parent == "/" or path.startswith(parent.rstrip("/") + "/")
 
 
+def path_text_problem(raw):
+    """What makes RAW unusable as a mount point in /etc/fstab and unit names, or None: control characters,
+    white space, '#' or '\\', a component over NAME_MAX or a path over PATH_MAX (both in bytes)."""
+    bad = [char for char in raw if ord(char) < 32 or ord(char) == 127]
+    if bad:
+        return ("a path with a control character (%s)" % ", ".join(sorted(set(repr(char) for char in bad))),
+                "Write the path without newlines, tabs or other control characters.")
+    odd = [char for char in raw if char.isspace() or char in "#\\"]
+    if odd:
+        return ("a path with a character /etc/fstab cannot hold as it is (%s)" % ", ".join(
+            sorted(set(repr(char) for char in odd))),
+            "Choose a path without white space, '#' or '\\'.")
+    encoded = raw.encode("utf-8", "surrogateescape")
+    if len(encoded) > PATH_MAX:
+        return ("longer than %d bytes (%d)" % (PATH_MAX, len(encoded)), "Choose a shorter path.")
+    long_parts = [part for part in encoded.split(b"/") if len(part) > NAME_MAX]
+    if long_parts:
+        return ("a path with a path component longer than %d bytes (%d)" % (NAME_MAX, len(long_parts[0])),
+                "Linux refuses names over %d bytes: shorten that directory name." % NAME_MAX)
+    return None
+
+
 def _check_path(entry, raw):
     if not isinstance(raw, str) or not raw.strip():
         entry.error("path", raw, "not a path", "Give the absolute path of the mount point, e.g. /tmp.")
+        return None
+    problem = path_text_problem(raw)
+    if problem is not None:
+        entry.error("path", raw, problem[0], problem[1])
         return None
     if not raw.startswith("/"):
         entry.error("path", raw, "a relative path", "Give an absolute path, e.g. /%s." % raw.lstrip("./"))
@@ -191,9 +224,12 @@ def _check_mode(entry, mode):
 
 
 def _check_account(entry, key, value):
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
     if isinstance(value, int) and not isinstance(value, bool):
-        if value < 0:
-            entry.error(key, value, "a negative id", "Use a user or group name, or an id of 0 or more.")
+        if value < 0 or value > ID_MAX:
+            entry.error(key, value, "not a valid id (ids run from 0 to %d)" % ID_MAX,
+                        "Use a user or group name, or an id from 0 to %d." % ID_MAX)
             return None
         return value
     if not isinstance(value, str) or not _ACCOUNT_RE.match(value):
@@ -539,6 +575,9 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
         if nr_inodes is not None:
             try:
                 nr_inodes = parse_count(nr_inodes)
+                if nr_inodes > NR_INODES_MAX:
+                    raise SizeError("above %d, more inodes than any host's RAM could hold (each takes about "
+                                    "1 KiB); the kernel would wrap a larger number, even to unlimited" % NR_INODES_MAX)
             except SizeError as exc:
                 entry.error("nr_inodes", values.get("nr_inodes"), str(exc),
                             "Use a positive whole number, optionally with k, m or g (e.g. 1m).")

@@ -77,10 +77,15 @@ def zram_device_name(path):
 
 
 def _canonical(entry):
-    """An entry's settings with the path normalised, to tell a repeat from a conflict."""
+    """An entry's settings with the path normalised and a fixed size in bytes, to tell a repeat from a conflict."""
     out = dict((key, value) for key, value in entry.items() if value is not None)
     if isinstance(out.get("path"), str):
         out["path"] = normalize_path(out["path"]) or out["path"]
+    try:
+        # 16M and 16384K are one size; a share of RAM stays as written.
+        out["size"] = parse_size(out["size"]) if "size" in out else None
+    except (SizeError, TypeError, ValueError, OverflowError):
+        pass
     return out
 
 
@@ -90,19 +95,24 @@ def _parse_budget(budget, mem_total):
     except SizeError as exc:
         raise PolicyError("ramdisk_ram_budget is %s: %s. Use a share of RAM such as '80%%', a size such as 12G, "
                           "or an expression such as 'ram - 2G'." % (_show(budget), exc))
+    if limit > mem_total:
+        raise PolicyError("ramdisk_ram_budget is %s: %s, more than all of this host's RAM (%s). Use at most 100%%; "
+                          "80%% leaves room for everything else." % (_show(budget), format_size(limit),
+                                                                     format_size(mem_total)))
     return limit
 
 
 def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, state="present",
-                budget="80%", zram_ratio=2.0, swap_devices=None, swap_known=None, swap_defaults=None):
+                budget="80%", zram_ratio=2.0, swap_devices=None, swap_known=None, swap_defaults=None, roots=None):
     """Merge and check a host's policy.
 
     SOURCES: [(variable name, list of entries)], see policy_sources(). PURPOSES: purpose -> defaults
     for its entries. DEFAULTS: defaults for every entry, under the purpose's. STATE absent turns every
     entry to absent (rollback). SWAP_DEVICES: the host's zram_devices, which the zram role sets up beside
     the policy (site.yml); their swap devices count in the budget. SWAP_KNOWN: entry name -> the zramN it
-    got on an earlier run. SWAP_DEFAULTS: zram_device_defaults, under each of them. Returns entries,
-    errors, warnings, gates, budget and the backend requests.
+    got on an earlier run. SWAP_DEFAULTS: zram_device_defaults, under each of them. ROOTS: path -> mode, owner
+    and group that a mount's root keeps from the directory it goes over (over the purpose, under the entry).
+    Returns entries, errors, warnings, gates, budget and the backend requests.
     """
     errors = []
     warnings = []
@@ -139,7 +149,7 @@ def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, 
     entries = _merge(sources, host, errors)
     normalized = []
     for where, item in entries:
-        normal = _normalize(where, item, host, purposes, defaults, state, mem_total, errors)
+        normal = _normalize(where, item, host, purposes, defaults, state, mem_total, errors, roots or {})
         if normal is not None:
             normalized.append(normal)
     result["entries"] = normalized
@@ -214,7 +224,7 @@ def _differences(first, second):
     return ", ".join("%s: %s" % (key, _show(second.get(key))) for key in keys)
 
 
-def _normalize(where, item, host, purposes, defaults, state, mem_total, errors):
+def _normalize(where, item, host, purposes, defaults, state, mem_total, errors, roots):
     entry = _Entry(host, "ramdisk_mounts", 0, errors, where)
     if not isinstance(item, dict):
         entry.error(None, item, "not a mapping", "Give each mount as a mapping with at least path and size.")
@@ -229,6 +239,8 @@ def _normalize(where, item, host, purposes, defaults, state, mem_total, errors):
         return None
     values = dict(defaults)
     values.update(dict((key, value) for key, value in (purposes.get(purpose) or {}).items() if value is not None))
+    if isinstance(item.get("path"), str) and item["path"].startswith("/"):
+        values.update(roots.get(normalize_path(item["path"])) or {})
     values.update(dict((key, value) for key, value in item.items() if value is not None))
     values["purpose"] = purpose
 

@@ -8,6 +8,7 @@ All units are binary (K = 1024), whatever their spelling (``2G``, ``2GiB``, ``2G
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -179,6 +180,9 @@ def parse_size(expr, ram_bytes=None):
     if isinstance(expr, int):
         value = Fraction(expr)
     elif isinstance(expr, float):
+        if not math.isfinite(expr):
+            # YAML reads .inf and .nan as floats that no size can be.
+            raise SizeError("not a finite number of bytes")
         value = Fraction(expr)
     elif isinstance(expr, str):
         if not expr.strip():

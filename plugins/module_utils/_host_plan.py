@@ -1,0 +1,472 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One decision per host, made on the host from what is really there, before anything changes.
+
+plan_host() takes the whole request (the policy variables, purposes, defaults, budget and zram_devices),
+the host's facts (gathered once) and a HostView that answers questions only the host can (links in a
+path, live mounts, accounts, records of earlier runs, what the kernel and mkfs accept), and returns every
+error, every warning, the budget and each backend's plan. The ramdisk role then only carries the plans out.
+Everything that reads the host goes through the HostView, so the rules here are tested without one.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from ansible_collections.ramdisk.provision.plugins.module_utils._brd_plan import plan_brd
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist import review_persist
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
+    ID_MAX,
+    _is_under,
+    _show,
+    normalize_path,
+    path_text_problem,
+    plan_ramfs,
+    plan_tmpfs,
+)
+from ansible_collections.ramdisk.provision.plugins.module_utils._policy import (
+    ALL_KEYS,
+    PURPOSES,
+    SYSTEM_MOUNT_TREES,
+    plan_policy,
+)
+from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import is_ram_backed, ram_block_kind
+from ansible_collections.ramdisk.provision.plugins.module_utils._zram_plan import plan_zram
+
+# The entry role's public variables (roles/ramdisk/defaults/main.yml; a unit test keeps them in step).
+ROLE_VARIABLES = (
+    "ramdisk_mounts", "ramdisk_merge_policies", "ramdisk_state", "ramdisk_ram_budget", "ramdisk_zram_assumed_ratio",
+    "ramdisk_zram_swap_devices", "ramdisk_mount_defaults", "ramdisk_build_owner", "ramdisk_build_group",
+    "ramdisk_database_owner", "ramdisk_database_group", "ramdisk_tmp_gate", "ramdisk_purposes",
+    "ramdisk_scan_timeout",
+)
+POLICY_PREFIX = "ramdisk_mounts__"
+# Keys a purpose or ramdisk_mount_defaults may set: those of an entry, less the path.
+SETTABLE_KEYS = tuple(key for key in ALL_KEYS if key != "path")
+SCAN_TIMEOUT_MAX = 3600
+# Where the mount role records each mount it made (see roles/mount/vars/main.yml).
+RECORD_DIR = "/etc/ramdisk-provision/mounts"
+
+
+def lookalike_warnings(names, host):
+    """Warnings for variables that look like the entry role's and are not, so they would be ignored."""
+    warnings = []
+    known = set(ROLE_VARIABLES)
+    for name in sorted(set(names or ())):
+        if not isinstance(name, str) or name in known or (name.startswith(POLICY_PREFIX) and len(name) > len(POLICY_PREFIX)):
+            continue
+        lowered = name.lower()
+        if lowered.startswith(("ramdisk_mount_", "ramdisk_mounts_", "ramdiskmounts")) or (
+                lowered.startswith("ramdisk_mounts") and lowered != name):
+            like = POLICY_PREFIX + "<group>"
+        else:
+            close = difflib.get_close_matches(lowered, sorted(known) + [POLICY_PREFIX], n=1, cutoff=0.85)
+            if not close:
+                continue
+            like = close[0] if close[0] != POLICY_PREFIX else POLICY_PREFIX + "<group>"
+        warnings.append("Host %s: the variable %s looks like %s but is not one, so the ramdisk role ignores it. "
+                        "Rename it (a group policy is named %s<group>), or remove it." % (host, name, like,
+                                                                                          POLICY_PREFIX))
+    return warnings
+
+
+def setting_errors(host, purposes_given, defaults, scan_timeout):
+    """Errors in the role's own settings that the policy planner does not see."""
+    errors = []
+    if isinstance(scan_timeout, bool) or not isinstance(scan_timeout, (int, float)) or not (
+            0 <= scan_timeout <= SCAN_TIMEOUT_MAX):
+        errors.append("Host %s: ramdisk_scan_timeout is %s: not a number of seconds from 0 to %d. Use e.g. 10; it "
+                      "bounds how long each path's usage is measured." % (host, _show(scan_timeout), SCAN_TIMEOUT_MAX))
+    if purposes_given is not None and not isinstance(purposes_given, dict):
+        errors.append("Host %s: ramdisk_purposes is %s: not a mapping. Give changes per purpose, e.g. "
+                      "{cache: {noatime: true}}." % (host, _show(purposes_given)))
+    for purpose, values in sorted((purposes_given or {}).items() if isinstance(purposes_given, dict) else ()):
+        if purpose not in PURPOSES:
+            close = difflib.get_close_matches(str(purpose), PURPOSES, n=1)
+            errors.append("Host %s: ramdisk_purposes.%s is %s: not a known purpose%s. Purposes are %s."
+                          % (host, purpose, _show(values), " (did you mean %s?)" % close[0] if close else "",
+                             ", ".join(PURPOSES)))
+            continue
+        if not isinstance(values, dict):
+            errors.append("Host %s: ramdisk_purposes.%s is %s: not a mapping. Give the keys to change, e.g. "
+                          "{noatime: true}." % (host, purpose, _show(values)))
+            continue
+        errors.extend(_unknown_keys(host, "ramdisk_purposes.%s" % purpose, values))
+    if not isinstance(defaults, dict):
+        errors.append("Host %s: ramdisk_mount_defaults is %s: not a mapping. Leave it unset, or give keys of a "
+                      "mount entry." % (host, _show(defaults)))
+    else:
+        errors.extend(_unknown_keys(host, "ramdisk_mount_defaults", defaults))
+    return errors
+
+
+def _unknown_keys(host, where, values):
+    errors = []
+    for key in sorted(values, key=str):
+        if key not in SETTABLE_KEYS:
+            close = difflib.get_close_matches(str(key), SETTABLE_KEYS, n=1)
+            errors.append("Host %s: %s.%s is %s: an unknown key%s, which would be ignored. Valid keys are %s."
+                          % (host, where, key, _show(values[key]), " (did you mean %s?)" % close[0] if close else "",
+                             ", ".join(SETTABLE_KEYS)))
+    return errors
+
+
+def _raw_entries(sources, swap_devices):
+    """(label, entry) for every mapping with a path in the request, before any planning."""
+    out = []
+    for name, value in sources:
+        if isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                if isinstance(item, dict):
+                    out.append(("%s[%d]" % (name, index), item))
+    if isinstance(swap_devices, (list, tuple)):
+        for index, item in enumerate(swap_devices):
+            if isinstance(item, dict):
+                out.append(("zram_devices[%d]" % index, item))
+    return out
+
+
+def path_errors(host, sources, swap_devices, view):
+    """Paths no planner may take: control characters, names Linux refuses, and links anywhere in the path.
+
+    A path is never mounted through a link: the mount would land on the link's target (a link to /etc
+    puts the RAM mount over /etc). Returns (errors, labels of the refused entries).
+    """
+    errors = []
+    refused = set()
+    for label, item in _raw_entries(sources, swap_devices):
+        for key in ("path", "persist.backing"):
+            raw = item.get("path") if key == "path" else (
+                item.get("persist").get("backing") if isinstance(item.get("persist"), dict) else None)
+            if not isinstance(raw, str) or not raw.startswith("/"):
+                continue
+            problem = path_text_problem(raw)
+            if problem is not None:
+                errors.append("Host %s: %s.%s is %s: %s. %s" % (host, label, key, _show(raw), problem[0], problem[1]))
+                refused.add(label)
+                continue
+            path = normalize_path(raw)
+            if path is None:
+                continue
+            link = view.first_link(path)
+            if link is not None:
+                errors.append("Host %s: %s.%s is %s: a symlink on this host (%s leads to '%s'), and a mount or copy "
+                              "through a link lands on its target. Use the real path '%s', or remove the link."
+                              % (host, label, key, _show(raw), link[0], link[1], view.realpath(path)))
+                refused.add(label)
+    return errors, refused
+
+
+def root_overrides(sources, facts, records, view):
+    """Mode, owner and group that a mount's root keeps from the directory it goes over.
+
+    Only for keys the entry itself leaves unset: a directory that exists keeps its own (a service that owns
+    its data directory must keep it once the data is in RAM). A live mount keeps what its record says was kept
+    when it was made; a directory the role made itself takes the purpose's.
+    """
+    out = {}
+    paths = facts.get("paths") or {}
+    for _label, item in _raw_entries(sources, ()):
+        raw = item.get("path")
+        if not isinstance(raw, str) or not raw.startswith("/"):
+            continue
+        path = normalize_path(raw)
+        if path is None:
+            continue
+        record = records.get(path) or {}
+        if path_is_live(facts, path):
+            kept = record.get("root_kept") or {}
+        elif record.get("created_dir"):
+            kept = {}
+        else:
+            found = paths.get(path) or paths.get(raw) or {}
+            if not found.get("exists") or not found.get("is_dir"):
+                continue
+            kept = {"mode": found.get("mode"), "owner": view.user_name(found.get("uid")),
+                    "group": view.group_name(found.get("gid"))}
+        kept = dict((key, value) for key, value in kept.items() if value is not None and key not in item)
+        if kept:
+            out[path] = kept
+    return out
+
+
+def path_is_live(facts, path):
+    return any(mount.get("path") == path for mount in facts.get("all_mounts") or facts.get("mounts") or ())
+
+
+def mount_errors(host, mounts, facts, records, policy_paths, vendor_tmp=False):
+    """What live mounts say about each planned mount: never hide one, never nest in RAM, remove only our own.
+
+    MOUNTS: planned mount entries (label, path, state, action, fstype). ALL_MOUNTS in FACTS: every mount of
+    the host (path, fstype, source), not only RAM ones. RECORDS: path -> what the mount role recorded.
+    VENDOR_TMP: the distribution mounts /tmp itself (its tmp.mount), so removing /tmp only drops our drop-in.
+    """
+    errors = []
+    every = facts.get("all_mounts") or []
+    for entry in mounts:
+        path, label = entry["path"], entry["label"]
+        if entry["state"] == "mounted" and entry.get("action") in ("mount", "migrate"):
+            under = [mount for mount in every if _is_under(mount["path"], path) and mount["path"] != path]
+            if under:
+                errors.append("Host %s: %s.path is '%s': live mounts are under it (%s), and a new mount over '%s' "
+                              "would hide them and their data. Unmount them first, or choose another path."
+                              % (host, label, path, ", ".join("%s (%s)" % (mount["path"], mount["fstype"])
+                                                              for mount in under[:5]), path))
+                continue
+            holder = _holder(every, path)
+            if holder is not None and holder["path"] not in policy_paths and is_ram_backed(
+                    holder["fstype"], holder["source"]) and not any(
+                    holder["path"] == tree or _is_under(holder["path"], tree) for tree in SYSTEM_MOUNT_TREES):
+                errors.append("Host %s: %s.path is '%s': it is inside the %s mounted at '%s', which is already in "
+                              "RAM, so a RAM mount there only splits the same memory and hides what '%s' holds now. "
+                              "Use '%s' itself, or a path on disk." % (
+                                  host, label, path, ram_block_kind(holder["source"]) or holder["fstype"],
+                                  holder["path"], path, holder["path"]))
+        if entry["state"] == "absent" and entry.get("action") == "unmount" and path not in records and not (
+                vendor_tmp and path == "/tmp" and entry.get("fstype") == "tmpfs"):
+            errors.append("Host %s: %s.state is 'absent': the %s at '%s' was not made by this collection (no record "
+                          "of it in %s), so removing it could drop data that is not ours. Unmount it yourself; if an "
+                          "earlier release of this collection made it, apply the entry with state: mounted once, "
+                          "which records it, then remove it." % (host, label, entry.get("fstype"), path, RECORD_DIR))
+    return errors
+
+
+def _holder(mounts, path):
+    best = None
+    for mount in mounts:
+        if mount["path"] == path or _is_under(path, mount["path"]):
+            if best is None or len(mount["path"]) >= len(best["path"]):
+                best = mount
+    return best
+
+
+def account_errors(host, mounts, view, kept):
+    """Owners and groups must exist (names and numbers alike), within uid_t; uid=/gid= options for tmpfs.
+
+    KEPT: path -> keys taken from the directory on disk, whose numeric owner may have no account.
+    Returns (errors, ids: path -> ['uid=N', 'gid=N']).
+    """
+    errors = []
+    ids = {}
+    for entry in mounts:
+        if entry["state"] != "mounted":
+            continue
+        options = []
+        for key, lookup, option in (("owner", view.user, "uid"), ("group", view.group, "gid")):
+            value = entry.get(key)
+            if value is None:
+                continue
+            number = lookup(value)
+            from_disk = key in (kept.get(entry["path"]) or {})
+            if number is None and isinstance(value, int) and from_disk and 0 <= value <= ID_MAX:
+                number = value
+            if number is None:
+                errors.append("Host %s: %s.%s is %s: no such %s on this host. Create it first, or choose another %s."
+                              % (host, entry["label"], key, _show(value), "user" if key == "owner" else "group", key))
+                continue
+            if number != 0:
+                options.append("%s=%d" % (option, number))
+        ids[entry["path"]] = options
+    return errors, ids
+
+
+def persist_states(mounts, view):
+    """What persist_review decides from, read through the view for every planned mount with a token."""
+    states = {}
+    for entry in mounts:
+        token = entry.get("token")
+        if token is None:
+            continue
+        persist = entry.get("persist")
+        states[token] = view.persist_state(token, persist.get("backing") if persist else None,
+                                           entry["path"] if entry["state"] == "mounted"
+                                           and entry.get("action") in ("ok", "remount") and persist else None)
+    return states
+
+
+def trial_errors(host, mounts, view, ids):
+    """Each new or changed tmpfs and ramfs, mounted with its exact options where nobody sees it, and taken away.
+
+    Only the kernel knows some refusals (mpol nodes, huge pages, noswap, quota): a refusal is tried again one
+    option at a time to name the one at fault.
+    """
+    errors = []
+    warnings = []
+    for entry in mounts:
+        if entry["state"] != "mounted" or entry.get("action") not in ("mount", "migrate", "remount"):
+            continue
+        options = list(entry["options"]) + list(ids.get(entry["path"]) or [])
+        outcome = view.trial_mount(entry["fstype"], options)
+        if outcome is None:
+            continue
+        if outcome.get("unavailable"):
+            warnings.append("Host %s: %s: the options could not be tried before the change (%s); the kernel checks "
+                            "them when the mount is made." % (host, entry["label"], outcome["unavailable"]))
+            continue
+        culprits = [option for option in options if view.trial_mount(entry["fstype"], [option]) is not None]
+        if culprits:
+            for option in culprits:
+                key, _sep, value = option.partition("=")
+                name = {"uid": "owner", "gid": "group", "nr_blocks": "size"}.get(key, key)
+                errors.append("Host %s: %s.%s is %s: the kernel refused the mount option '%s' in a trial mount (%s). "
+                              "Fix or remove that setting." % (host, entry["label"], name,
+                                                               _show(entry.get(name, value or True)), option,
+                                                               outcome.get("message", "refused")))
+        else:
+            errors.append("Host %s: %s.path is '%s': the kernel refused a trial %s mount with the options %s (%s). "
+                          "Fix the entry's options." % (host, entry["label"], entry["path"], entry["fstype"],
+                                                        ",".join(options), outcome.get("message", "refused")))
+    return errors, warnings
+
+
+def mkfs_errors(host, devices, view):
+    """A file system of each RAM block device must be makeable: mkfs there, the size enough, the options taken.
+
+    DEVICES: (label, fstype, size as given, size_bytes, mkfs_options). mkfs runs in its dry-run mode on a sparse
+    file.
+    """
+    errors = []
+    for label, fstype, size, size_bytes, options in devices:
+        if not view.has_mkfs(fstype):
+            errors.append("Host %s: %s.fstype is '%s': mkfs.%s is not installed on this host. Install it (Debian: %s), "
+                          "or use ext4." % (host, label, fstype, fstype,
+                                            "xfsprogs" if fstype == "xfs" else "e2fsprogs"))
+            continue
+        if not size_bytes:
+            continue
+        message = view.mkfs_dry_run(fstype, size_bytes, [])
+        if message is not None:
+            errors.append("Host %s: %s.size is %s: mkfs.%s refused a device of %d bytes (%s). Give the device more "
+                          "room, e.g. 64M." % (host, label, _show(size), fstype, size_bytes, message))
+            continue
+        if options:
+            message = view.mkfs_dry_run(fstype, size_bytes, list(options))
+            if message is not None:
+                errors.append("Host %s: %s.mkfs_options is %s: mkfs.%s refused them (%s). Fix or remove them."
+                              % (host, label, _show(list(options)), fstype, message))
+    return errors
+
+
+def _policy_sources(sources):
+    out = []
+    for source in sources or ():
+        if isinstance(source, dict):
+            out.append((source.get("name"), source.get("value")))
+        else:
+            out.append(tuple(source))
+    return out
+
+
+def plan_host(request, facts, view, host="localhost"):
+    """The whole decision for one host. REQUEST keys: sources, purposes, purpose_overrides, defaults, state,
+    budget, zram_ratio, swap_devices, swap_defaults, swap_allow_fallback, scan_timeout, variables,
+    zram_persistence. Returns errors, warnings, policy (entries, budget, gates) and the backend plans."""
+    errors = []
+    warnings = list(lookalike_warnings(request.get("variables"), host))
+    sources = _policy_sources(request.get("sources"))
+    state = request.get("state", "present")
+    swap_devices = request.get("swap_devices") if state == "present" else []
+    defaults = request.get("defaults")
+    errors.extend(setting_errors(host, request.get("purpose_overrides"), defaults, request.get("scan_timeout", 10)))
+    refused_paths, refused = path_errors(host, sources, swap_devices, view)
+    errors.extend(refused_paths)
+    records = view.records()
+
+    # A refused path goes no further: every later check would only say the same thing again.
+    clean = [(name, [item for index, item in enumerate(value) if "%s[%d]" % (name, index) not in refused]
+              if isinstance(value, (list, tuple)) else value) for name, value in sources]
+    kept = root_overrides(clean, facts, records, view)
+    purposes = dict(request.get("purposes") or {})
+    for purpose, values in (request.get("purpose_overrides") or {}).items() if isinstance(
+            request.get("purpose_overrides"), dict) else ():
+        if purpose in purposes and isinstance(values, dict):
+            purposes[purpose] = dict(purposes[purpose] or {}, **values)
+    swap_known = dict((name, record.get("device")) for name, record in view.zram_records().items())
+    policy = plan_policy(clean, facts, host=host, purposes=purposes,
+                         defaults=defaults if isinstance(defaults, dict) else {}, state=state,
+                         budget=request.get("budget", "80%"), zram_ratio=request.get("zram_ratio", 2.0),
+                         swap_devices=swap_devices or [], swap_known=swap_known,
+                         swap_defaults=request.get("swap_defaults") or {}, roots=kept)
+    errors.extend(policy["errors"])
+    warnings.extend(policy["warnings"])
+    backends = policy["backends"]
+
+    tmpfs = plan_tmpfs(backends["tmpfs_mounts"], facts, host=host, var_name="tmpfs_mounts")
+    ramfs = plan_ramfs(backends["ramfs_mounts"], facts, host=host, var_name="ramfs_mounts")
+    zram_defaults = {"allow_algorithm_fallback": bool(request.get("swap_allow_fallback"))}
+    zram = plan_zram(backends["zram_devices"], facts, host=host, var_name="zram_devices", defaults=zram_defaults)
+    swap = plan_zram([item for label, item in _raw_entries((), swap_devices)
+                      if "%s" % label not in refused] if swap_devices else [], facts, host=host,
+                     var_name="zram_devices", defaults=dict(request.get("swap_defaults") or {}, **zram_defaults))
+    brd = plan_brd(backends["brd"], facts, host=host) if backends["brd"] else None
+    for plan in (tmpfs, ramfs, zram, swap, brd):
+        if plan:
+            errors.extend(error for error in plan["errors"] if error not in errors)
+
+    zram_mounts = [device["mount"] for device in zram["devices"] + swap["devices"] if device.get("mount")]
+    mounts = tmpfs["mounts"] + ramfs["mounts"] + zram_mounts + (brd["mounts"] if brd else [])
+    policy_paths = set(entry["path"] for entry in policy["entries"])
+    for device in swap["devices"]:
+        mount = device.get("mount")
+        if mount and mount["path"] in policy_paths:
+            errors.append("Host %s: %s.path is '%s': the policy mounts that path too. Mount each path from one "
+                          "place only: drop it from zram_devices or from the policy." % (host, device["label"],
+                                                                                         mount["path"]))
+    swap_names = set(device["name"] for device in swap["devices"])
+    for device in zram["devices"]:
+        if device["name"] in swap_names:
+            errors.append("Host %s: %s.name is '%s': zram_devices names a device so too. Give the policy entry "
+                          "another name." % (host, device["label"], device["name"]))
+
+    errors.extend(mount_errors(host, mounts, facts, records, policy_paths | set(m["path"] for m in zram_mounts),
+                               view.systemd() and view.vendor_tmp_mount()))
+    problems, ids = account_errors(host, mounts, view, kept)
+    errors.extend(problems)
+
+    review = review_persist(mounts, persist_states(mounts, view), host)
+    errors.extend(review["errors"])
+    warnings.extend("Host %s: %s" % (host, warning) if not warning.startswith("Host ") else warning
+                    for warning in review["warnings"])
+    persisted = [entry for entry in mounts if entry.get("persist") and entry["state"] == "mounted"]
+    if persisted and not view.systemd():
+        errors.append("Host %s: %s.persist is set, but this host does not run systemd, and persist needs systemd "
+                      "units to restore the data at boot and write it back. Set persist: null here."
+                      % (host, persisted[0]["label"]))
+
+    if not errors:
+        # Only a request that passed every other check is tried against the kernel and mkfs.
+        problems, notes = trial_errors(host, tmpfs["mounts"] + ramfs["mounts"], view, ids)
+        errors.extend(problems)
+        warnings.extend(notes)
+        devices = [(device["label"], device["fstype"], device["size"], device["size_bytes"], device["mkfs_options"])
+                   for device in zram["devices"] + swap["devices"]
+                   if device.get("mount") and device["state"] == "present"]
+        if brd and (brd.get("module") or {}).get("rd_size_kib"):
+            devices += [(mount["label"], mount["fstype"], backends["brd"].get("size"),
+                         brd["module"]["rd_size_kib"] * 1024, mount.get("mkfs_options") or [])
+                        for mount in brd["mounts"] if mount["state"] == "mounted"]
+        errors.extend(mkfs_errors(host, devices, view))
+
+    for entry in tmpfs["mounts"]:
+        entry["options"] = entry["options"] + (ids.get(entry["path"]) or [])
+    for entry in mounts:
+        record = records.get(entry["path"]) or {}
+        entry["record"] = {
+            "path": entry["path"], "fstype": entry["fstype"],
+            "created_dir": bool(record.get("created_dir")) if record else not (
+                (facts.get("paths") or {}).get(entry["path"]) or {}).get("exists", False) and not path_is_live(
+                    facts, entry["path"]),
+            "root_kept": kept.get(entry["path"]) or record.get("root_kept") or {},
+        }
+    return {
+        "errors": errors,
+        "warnings": warnings,
+        "policy": {"entries": policy["entries"], "budget": policy["budget"], "gates": policy["gates"]},
+        "tmpfs": tmpfs["mounts"],
+        "ramfs": ramfs["mounts"],
+        "zram": zram["devices"],
+        "zram_swap": swap["devices"],
+        "brd": brd or {},
+        "persist": review["decisions"],
+        "backends": dict(backends, brd=backends["brd"] or {}),
+    }

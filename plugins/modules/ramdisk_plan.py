@@ -1,0 +1,458 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ramdisk_plan
+short_description: Decide a host's whole RAM-disk request on the host, before anything changes
+version_added: 1.1.0
+description:
+  - Reads the host once (memory, swap, every mount, zram and brd devices, the paths of the request, accounts,
+    the records of earlier runs) and decides the whole request of the role M(ramdisk.provision.ramdisk), that is the
+    merged policy, purposes, the /tmp gate, the RAM budget, each backend's plan, and C(zram_devices).
+  - Refuses, with one sentence per problem naming the host, the variable, the value and the fix, what would
+    go wrong half-way through a change, using the host's real state. A path through a symlink, a path with
+    control characters or names Linux refuses, a new mount that would hide live mounts under it or nest inside
+    a RAM mount, C(state=absent) of a mount this collection did not make, owners and groups with no account,
+    and ids outside C(uid_t) are all refused.
+  - Tries what only the kernel and mkfs can judge. Each new or changed tmpfs and ramfs is mounted once with
+    its exact options in a private mount namespace, which nobody else sees, and goes with it. mkfs runs in
+    its dry-run mode on a sparse file of each zram or brd device's size.
+  - Never changes the host. With errors, it still succeeds, and the caller refuses the request (the role
+    does so before its first change).
+author: ramdisk.provision maintainers (@ramdisk-provision)
+options:
+  host:
+    description: The name errors give the host (the inventory name).
+    type: str
+    required: true
+  sources:
+    description:
+      - The policy variables, in order, each a mapping with C(name) and C(value). First C(ramdisk_mounts),
+        then every C(ramdisk_mounts__<group>).
+    type: list
+    elements: raw
+    default: []
+  purposes:
+    description: The built-in purposes, name to the defaults of its entries.
+    type: dict
+    default: {}
+  purpose_overrides:
+    description: The user's C(ramdisk_purposes), merged over O(purposes) per purpose; unknown names and keys are errors.
+    type: raw
+  defaults:
+    description: C(ramdisk_mount_defaults); unknown keys are errors.
+    type: raw
+  state:
+    description: C(present) applies the policy, C(absent) removes every mount of it.
+    type: raw
+    default: present
+  budget:
+    description: C(ramdisk_ram_budget), at most all of RAM.
+    type: raw
+    default: 80%
+  zram_ratio:
+    description: C(ramdisk_zram_assumed_ratio).
+    type: raw
+    default: 2.0
+  swap_devices:
+    description: The zram role's C(zram_devices) set up beside the policy; checked, and counted in the budget.
+    type: raw
+  swap_defaults:
+    description: C(zram_device_defaults), under each of O(swap_devices).
+    type: raw
+  swap_allow_fallback:
+    description: C(zram_allow_algorithm_fallback).
+    type: bool
+    default: false
+  scan_timeout:
+    description: C(ramdisk_scan_timeout), seconds to spend measuring each path's usage.
+    type: raw
+    default: 10
+  variables:
+    description: Names of the host's variables that start like the role's, to warn about look-alikes.
+    type: list
+    elements: str
+    default: []
+  trial:
+    description: Try each new or changed tmpfs and ramfs, and mkfs, before the change.
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - ramdisk.provision._attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    support: full
+    platforms: linux
+notes:
+  - The trial mounts need C(unshare) (util-linux) and the right to make a mount namespace (root, or
+    CAP_SYS_ADMIN in a container). Where that is missing, a warning says the kernel checks the options when
+    the mount is made.
+"""
+
+EXAMPLES = r"""
+- name: Decide the policy of this host
+  ramdisk.provision.ramdisk_plan:
+    host: "{{ inventory_hostname }}"
+    sources:
+      - name: ramdisk_mounts
+        value:
+          - {path: /var/cache/build, purpose: build, size: 2G}
+    purposes:
+      build: {mode: "0755", owner: root, group: root, noexec: false}
+  register: plan
+
+- name: Refuse the request when anything in it is wrong
+  ansible.builtin.assert:
+    that: plan.errors | length == 0
+    fail_msg: "{{ plan.errors }}"
+"""
+
+RETURN = r"""
+errors:
+  description: Every reason to refuse the request, one sentence each; empty when it can go ahead.
+  returned: always
+  type: list
+  elements: str
+  sample: ["Host web1: ramdisk_mounts[0].path is '/srv/etc': a symlink on this host (/srv/etc leads to '/etc'),
+            and a mount or copy through a link lands on its target. Use the real path '/etc', or remove the link."]
+warnings:
+  description: What goes ahead but deserves a look (a gate set to warn, a look-alike variable, ...).
+  returned: always
+  type: list
+  elements: str
+  sample: ["Host web1: the variable ramdisk_mount__web looks like ramdisk_mounts__<group> but is not one, ..."]
+policy:
+  description: The merged entries, the RAM budget with everything it counts, and the /tmp gates.
+  returned: always
+  type: dict
+  sample: {"entries": [], "budget": {"limit": "80%", "limit_bytes": 13743895347, "total_bytes": 0,
+           "within": true, "counted": []}, "gates": []}
+tmpfs:
+  description: The tmpfs mounts, each with its action (mount, migrate, remount, ok, unmount, absent-ok), options
+    (with uid= and gid=) and the record the mount role keeps of it.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"path": "/var/cache/build", "action": "mount", "fstype": "tmpfs", "options": ["size=2G", "mode=755"]}]
+ramfs:
+  description: The ramfs mounts, as RV(tmpfs).
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+zram:
+  description: The zram devices of the policy (file systems), for the zram role.
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+zram_swap:
+  description: The devices of O(swap_devices), for the zram role.
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+brd:
+  description: The brd plan (module action and mounts), empty when the policy has no brd entry.
+  returned: always
+  type: dict
+  sample: {}
+backends:
+  description: Each backend role's share of the policy, as that role's variables take it (tmpfs_mounts,
+    ramfs_mounts, zram_devices, brd).
+  returned: always
+  type: dict
+  sample: {"tmpfs_mounts": [], "ramfs_mounts": [], "zram_devices": [], "brd": {}}
+persist:
+  description: The persist decision of each persisted mount, by its token.
+  returned: always
+  type: dict
+  sample: {}
+ansible_facts:
+  description: The facts read, as ramdisk.provision.ramdisk_facts returns them, and C(service_mgr) (C(systemd),
+    or the name of PID 1), so the roles need no second facts gathering to learn it.
+  returned: always
+  type: dict
+  sample: {"ramdisk": {"memory": {"total_bytes": 25769803776}}, "service_mgr": "systemd"}
+"""
+
+import glob
+import grp
+import json
+import os
+import pwd
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.ramdisk.provision.plugins.module_utils._host_facts import TMP, gather
+from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, plan_host
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import normalize_path, path_text_problem
+from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
+
+ZRAM_RECORD_DIR = "/etc/ramdisk-provision/zram"
+PERSIST_CONF_DIR = "/etc/ramdisk-provision/persist"
+UNIT_DIR = "/etc/systemd/system"
+
+
+def _read(path):
+    try:
+        with open(path, "r", errors="replace") as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+class HostView(object):
+    """The questions plan_host() asks of the host, answered by reading it (and by trials nobody sees)."""
+
+    def __init__(self, module, trial=True):
+        self.module = module
+        self.trial = trial
+        self._unshare = None
+        self._trials = {}
+
+    def first_link(self, path):
+        """(component, target) of the first symlink along PATH, or None."""
+        current = ""
+        for part in path.strip("/").split("/"):
+            current += "/" + part
+            try:
+                info = os.lstat(current)
+            except OSError:
+                return None
+            if stat.S_ISLNK(info.st_mode):
+                return current, os.path.realpath(current)
+        return None
+
+    def realpath(self, path):
+        return os.path.realpath(path)
+
+    def records(self):
+        out = {}
+        for name in sorted(glob.glob(os.path.join(RECORD_DIR, "*.json"))):
+            try:
+                record = json.loads(_read(name) or "")
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("path"), str):
+                out[record["path"]] = record
+        return out
+
+    def zram_records(self):
+        out = {}
+        for name in sorted(glob.glob(os.path.join(ZRAM_RECORD_DIR, "*.conf"))):
+            device = None
+            for line in (_read(name) or "").splitlines():
+                if line.startswith("DEVICE=") and line[7:].startswith("zram") and line[11:].isdigit():
+                    device = line[7:]
+            out[os.path.basename(name)[:-5]] = {"device": device}
+        return out
+
+    @staticmethod
+    def _lookup(value, by_name, by_id):
+        try:
+            if isinstance(value, int) and not isinstance(value, bool):
+                by_id(value)
+                return value
+            if isinstance(value, str):
+                return by_name(value)[2]
+        except (KeyError, OverflowError, ValueError):
+            return None
+        return None
+
+    def user(self, value):
+        return self._lookup(value, pwd.getpwnam, pwd.getpwuid)
+
+    def group(self, value):
+        return self._lookup(value, grp.getgrnam, grp.getgrgid)
+
+    def user_name(self, uid):
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except (KeyError, TypeError, OverflowError):
+            return uid
+
+    def group_name(self, gid):
+        try:
+            return grp.getgrgid(gid).gr_name
+        except (KeyError, TypeError, OverflowError):
+            return gid
+
+    def systemd(self):
+        return os.path.isdir("/run/systemd/system")
+
+    def vendor_tmp_mount(self):
+        # The mount role's __mount_vendor_tmp_units: where distributions ship their own tmp.mount.
+        return any(os.path.exists(path) for path in ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount"))
+
+    def persist_state(self, token, backing, live_path):
+        unit = os.path.exists(os.path.join(UNIT_DIR, "ramdisk-persist-%s.service" % token))
+        conf_backing = None
+        active = False
+        if unit:
+            for line in (_read(os.path.join(PERSIST_CONF_DIR, token + ".conf")) or "").splitlines():
+                if line.startswith("BACKING="):
+                    conf_backing = line[8:]
+                    break
+            if self.systemd():
+                rc, out, _err = self.module.run_command(
+                    ["systemctl", "show", "-p", "ActiveState", "--value", "ramdisk-persist-%s.service" % token],
+                    environ_update={"LC_ALL": "C"})
+                active = rc == 0 and out.strip() == "active"
+        state = {"unit": unit, "active": active, "conf_backing": conf_backing, "backing_exists": False,
+                 "backing_is_dir": False, "current": "missing", "names": [], "mount_empty": None}
+        if backing:
+            state["backing_exists"] = os.path.lexists(backing)
+            state["backing_is_dir"] = os.path.isdir(backing) and not os.path.islink(backing)
+            current = os.path.join(backing, "current")
+            if os.path.lexists(current):
+                state["current"] = "snapshot" if os.path.islink(current) and os.path.isdir(current) else "other"
+            if state["backing_is_dir"]:
+                try:
+                    state["names"] = sorted(os.listdir(backing))
+                except OSError:
+                    pass
+        if live_path:
+            try:
+                state["mount_empty"] = not [name for name in os.listdir(live_path) if name != "lost+found"]
+            except OSError:
+                state["mount_empty"] = None
+        return state
+
+    def _can_unshare(self):
+        if self._unshare is None:
+            tool = self.module.get_bin_path("unshare")
+            if tool is None:
+                self._unshare = "no unshare command (util-linux)"
+            else:
+                rc, _out, err = self.module.run_command([tool, "--mount", "--propagation", "private", "--", "true"],
+                                                        environ_update={"LC_ALL": "C"})
+                self._unshare = tool if rc == 0 else "no private mount namespace: %s" % (err.strip() or rc)
+        return self._unshare
+
+    def trial_mount(self, fstype, options):
+        """None when the kernel takes FSTYPE with OPTIONS; {'message'} when it refuses; {'unavailable'}."""
+        if not self.trial:
+            return None
+        key = (fstype, tuple(options))
+        if key in self._trials:
+            return self._trials[key]
+        tool = self._can_unshare()
+        if not tool.startswith("/"):
+            return {"unavailable": tool}
+        target = os.path.join(self.module.tmpdir, "trial")
+        if not os.path.isdir(target):
+            os.mkdir(target, 0o700)
+        # The namespace and the mount in it end with the mount command itself.
+        argv = [tool, "--mount", "--propagation", "private", "--", self.module.get_bin_path("mount", True),
+                "-t", fstype] + (["-o", ",".join(options)] if options else []) + [fstype, target]
+        rc, out, err = self.module.run_command(argv, environ_update={"LC_ALL": "C"})
+        result = None if rc == 0 else {"message": _said(err or out, target) or "exit status %d" % rc}
+        self._trials[key] = result
+        return result
+
+    def has_mkfs(self, fstype):
+        return self.module.get_bin_path("mkfs." + fstype) is not None
+
+    def mkfs_dry_run(self, fstype, size_bytes, options):
+        """None when mkfs would make FSTYPE on a device of SIZE_BYTES with OPTIONS; else what it said."""
+        if not self.trial:
+            return None
+        image = os.path.join(self.module.tmpdir, "mkfs-trial.img")
+        with open(image, "wb") as handle:
+            handle.truncate(size_bytes)
+        # -n (ext4) and -N (xfs) only work out the layout: nothing is written, even to the sparse file.
+        dry = ["-n", "-F", "-q"] if fstype.startswith("ext") else ["-N", "-f", "-q"]
+        try:
+            rc, out, err = self.module.run_command([self.module.get_bin_path("mkfs." + fstype, True)] + dry
+                                                   + list(options) + [image], environ_update={"LC_ALL": "C"})
+        finally:
+            os.unlink(image)
+        return None if rc == 0 else _said(err or out, image) or "exit status %d" % rc
+
+
+def _said(text, scratch):
+    """What a tool said, on one line, without the scratch path of the trial or mount's hint about dmesg."""
+    text = " ".join(text.replace(scratch + ": ", "").replace(scratch, "the trial").split())
+    return text.split(" dmesg(1) ", maxsplit=1)[0].rstrip(".")[:300]
+
+
+def _paths(sources, swap_devices):
+    """Every path the request names that can be looked at (normalised), /tmp first."""
+    out = [TMP]
+    values = [value for source in sources or () if isinstance(source, dict) for value in [source.get("value")]]
+    values.append(swap_devices)
+    for value in values:
+        if not isinstance(value, (list, tuple)):
+            continue
+        for item in value:
+            raw = item.get("path") if isinstance(item, dict) else None
+            if isinstance(raw, str) and raw.startswith("/") and path_text_problem(raw) is None:
+                path = normalize_path(raw)
+                if path is not None and path not in out:
+                    out.append(path)
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host=dict(type="str", required=True),
+            sources=dict(type="list", elements="raw", default=[]),
+            purposes=dict(type="dict", default={}),
+            purpose_overrides=dict(type="raw"),
+            defaults=dict(type="raw"),
+            state=dict(type="raw", default="present"),
+            budget=dict(type="raw", default="80%"),
+            zram_ratio=dict(type="raw", default=2.0),
+            swap_devices=dict(type="raw"),
+            swap_defaults=dict(type="raw"),
+            swap_allow_fallback=dict(type="bool", default=False),
+            scan_timeout=dict(type="raw", default=10),
+            variables=dict(type="list", elements="str", default=[]),
+            trial=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if not os.path.exists("/proc/self/mountinfo"):
+        module.fail_json(msg="Host %s: /proc/self/mountinfo is missing: ramdisk_plan needs Linux with /proc mounted."
+                         % params["host"])
+    scan_timeout = params["scan_timeout"]
+    if isinstance(scan_timeout, str):
+        try:
+            scan_timeout = float(scan_timeout)
+        except ValueError:
+            pass
+    usable_timeout = scan_timeout if isinstance(scan_timeout, (int, float)) and 0 <= scan_timeout <= 3600 else 10
+    try:
+        facts = gather(_paths(params["sources"], params["swap_devices"]), usable_timeout)
+        facts["all_mounts"] = [{"path": mount["mount_point"], "fstype": mount["fstype"], "source": mount["source"]}
+                               for mount in parse_mountinfo(_read("/proc/self/mountinfo") or "")]
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="Host %s: could not read the host's memory and mounts: %s." % (params["host"], exc))
+    request = dict((key, params[key]) for key in ("sources", "purposes", "purpose_overrides", "state", "budget",
+                                                  "zram_ratio", "swap_devices", "swap_defaults",
+                                                  "swap_allow_fallback", "variables"))
+    request["defaults"] = params["defaults"] if params["defaults"] is not None else {}
+    request["scan_timeout"] = scan_timeout
+    result = plan_host(request, facts, HostView(module, params["trial"]), host=params["host"])
+    facts.pop("all_mounts", None)
+    for warning in result["warnings"]:
+        module.warn(warning)
+    # The roles only ask whether it is systemd; with this, no second facts gathering is needed for it.
+    service_mgr = "systemd" if os.path.isdir("/run/systemd/system") else (_read("/proc/1/comm") or "unknown").strip()
+    module.exit_json(changed=False, ansible_facts={"ramdisk": facts, "service_mgr": service_mgr}, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""plan_host() and its checks, against a host described by a fake HostView and facts."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_plan as hp
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+GIB = 1024 ** 3
+
+
+class FakeView(object):
+    """A host: links, accounts, records, and what the kernel and mkfs refuse."""
+
+    def __init__(self, links=None, users=None, groups=None, records=None, refuse_options=(), mkfs=("ext4",),
+                 mkfs_refuse=None, systemd=True, trial_unavailable=None, vendor_tmp=False):
+        self.links = links or {}
+        self.users = users or {"root": 0, "postgres": 111}
+        self.groups = groups or {"root": 0, "postgres": 115}
+        self._records = records or {}
+        self.refuse_options = refuse_options
+        self.mkfs = mkfs
+        self.mkfs_refuse = mkfs_refuse or {}
+        self._systemd = systemd
+        self.trial_unavailable = trial_unavailable
+        self.vendor_tmp = vendor_tmp
+        self.trials = []
+
+    def first_link(self, path):
+        for link, target in sorted(self.links.items()):
+            if path == link or path.startswith(link + "/"):
+                return link, target
+        return None
+
+    def realpath(self, path):
+        link = self.first_link(path)
+        return path if link is None else link[1] + path[len(link[0]):]
+
+    def records(self):
+        return self._records
+
+    def zram_records(self):
+        return {}
+
+    @staticmethod
+    def _lookup(value, table):
+        if isinstance(value, int):
+            return value if value in table.values() else None
+        return table.get(value)
+
+    def user(self, value):
+        return self._lookup(value, self.users)
+
+    def group(self, value):
+        return self._lookup(value, self.groups)
+
+    def user_name(self, uid):
+        return dict((v, k) for k, v in self.users.items()).get(uid, uid)
+
+    def group_name(self, gid):
+        return dict((v, k) for k, v in self.groups.items()).get(gid, gid)
+
+    def systemd(self):
+        return self._systemd
+
+    def vendor_tmp_mount(self):
+        return self.vendor_tmp
+
+    def persist_state(self, token, backing, live_path):
+        return {"unit": False, "active": False, "conf_backing": None, "backing_exists": False,
+                "backing_is_dir": False, "current": "missing", "names": [], "mount_empty": None}
+
+    def trial_mount(self, fstype, options):
+        self.trials.append((fstype, tuple(options)))
+        if self.trial_unavailable:
+            return {"unavailable": self.trial_unavailable}
+        bad = [option for option in options if option in self.refuse_options]
+        return {"message": "bad option"} if bad else None
+
+    def has_mkfs(self, fstype):
+        return fstype in self.mkfs
+
+    def mkfs_dry_run(self, fstype, size_bytes, options):
+        if size_bytes < 1024 * 1024:
+            return "Not enough space"
+        for option in options:
+            if option in self.mkfs_refuse:
+                return self.mkfs_refuse[option]
+        return None
+
+
+def facts(mounts=(), paths=None, all_mounts=None):
+    ram = [{"path": path, "fstype": fstype, "source": fstype, "kind": fstype, "options": ["rw"],
+            "size_bytes": GIB, "used_bytes": 0, "inodes_total": 1000, "inodes_used": 1}
+           for path, fstype in mounts]
+    return {
+        "memory": {"total_bytes": 16 * GIB, "available_bytes": 12 * GIB},
+        "swap": {"total_bytes": 0, "free_bytes": 0, "devices": []},
+        "paths": paths or {},
+        "mounts": ram,
+        "all_mounts": all_mounts if all_mounts is not None else
+        [{"path": "/", "fstype": "ext4", "source": "/dev/vda"}] + [
+            {"path": path, "fstype": fstype, "source": fstype} for path, fstype in mounts],
+        "support": {"tmpfs": True, "ramfs": True, "zram": True, "zram_algorithms": ["lz4"]},
+        "zram": [],
+        "brd": {"loaded": False, "devices": []},
+    }
+
+
+def request(entries, **extra):
+    out = {"sources": [{"name": "ramdisk_mounts", "value": entries}], "purposes": {}, "defaults": {
+        "backend": "tmpfs", "purpose": "custom", "state": "mounted", "mode": "0755", "owner": "root",
+        "group": "root", "nosuid": True, "nodev": True, "migrate": True}, "scan_timeout": 10}
+    out.update(extra)
+    return out
+
+
+def looked_at(host_facts, *lists):
+    """FACTS with every path of LISTS looked at, as the module does: a path not given does not exist."""
+    for entries in lists:
+        for entry in entries or ():
+            host_facts["paths"].setdefault(entry["path"], {"exists": False, "is_dir": None})
+    return host_facts
+
+
+def plan(entries, view=None, host_facts=None, **extra):
+    return hp.plan_host(request(entries, **extra), looked_at(host_facts or facts(), entries, extra.get("swap_devices")),
+                        view or FakeView(), host="h1")
+
+
+def test_a_plain_mount_is_planned_with_a_record():
+    result = plan([{"path": "/srv/a", "size": "16M"}])
+    assert result["errors"] == []
+    (entry,) = result["tmpfs"]
+    assert entry["action"] == "mount"
+    assert entry["options"] == ["size=16777216", "mode=755", "nosuid", "nodev"]
+    assert entry["record"] == {"path": "/srv/a", "fstype": "tmpfs", "created_dir": True, "root_kept": {}}
+
+
+@pytest.mark.parametrize("links, path, phrase", [
+    ({"/srv/etc": "/etc"}, "/srv/etc", "ramdisk_mounts[0].path is '/srv/etc': a symlink on this host (/srv/etc leads "
+                                       "to '/etc')"),
+    ({"/srv/link": "/var/data"}, "/srv/link/cache", "Use the real path '/var/data/cache'"),
+])
+def test_a_path_through_a_link_is_refused(links, path, phrase):
+    result = plan([{"path": path, "size": "16M"}], view=FakeView(links=links))
+    assert any(phrase in error for error in result["errors"]), result["errors"]
+    # Refused once, not again by every later check.
+    assert len([error for error in result["errors"] if "ramdisk_mounts[0]" in error]) == 1
+
+
+@pytest.mark.parametrize("path, phrase", [
+    ("/srv/a\nb", "a control character"),
+    ("/srv/a\tb", "a control character"),
+    ("/srv/a b", "a character /etc/fstab cannot hold"),
+    ("/srv/" + "x" * 256, "a path component longer than 255 bytes"),
+    ("/srv" + "/x" * 2100, "longer than 4095 bytes"),
+])
+def test_paths_fstab_or_linux_cannot_hold_are_refused(path, phrase):
+    result = plan([{"path": path, "size": "16M"}])
+    assert any("ramdisk_mounts[0].path is" in error and phrase in error for error in result["errors"]), result["errors"]
+
+
+def test_live_mounts_under_a_new_mount_are_never_hidden():
+    host = facts(all_mounts=[{"path": "/", "fstype": "ext4", "source": "/dev/vda"},
+                             {"path": "/srv/a/child", "fstype": "ext4", "source": "/dev/vdb"}])
+    result = plan([{"path": "/srv/a", "size": "16M"}], host_facts=host)
+    assert any("live mounts are under it (/srv/a/child (ext4))" in error for error in result["errors"])
+
+
+def test_a_mount_inside_someone_elses_tmpfs_is_refused_but_not_under_run():
+    host = facts(mounts=[("/srv/ram", "tmpfs"), ("/run", "tmpfs")])
+    result = plan([{"path": "/srv/ram/inner", "size": "16M"}, {"path": "/run/build", "size": "16M"}], host_facts=host)
+    assert [error for error in result["errors"] if "already in RAM" in error] == [
+        error for error in result["errors"] if "/srv/ram/inner" in error]
+    assert len(result["errors"]) == 1
+
+
+def test_absent_removes_only_recorded_mounts():
+    host = facts(mounts=[("/srv/theirs", "tmpfs"), ("/srv/ours", "tmpfs")])
+    view = FakeView(records={"/srv/ours": {"path": "/srv/ours", "fstype": "tmpfs", "created_dir": True}})
+    result = plan([{"path": "/srv/theirs", "state": "absent"}, {"path": "/srv/ours", "state": "absent"}],
+                  view=view, host_facts=host)
+    assert len(result["errors"]) == 1
+    assert "ramdisk_mounts[0].state is 'absent': the tmpfs at '/srv/theirs' was not made by this collection" in \
+        result["errors"][0]
+    assert result["tmpfs"][1]["record"]["created_dir"] is True
+
+
+def test_absent_of_the_distributions_tmp_only_drops_our_drop_in():
+    host = facts(mounts=[("/tmp", "tmpfs")])
+    entries = [{"path": "/tmp", "purpose": "tmp", "state": "absent"}]
+    assert plan(entries, view=FakeView(vendor_tmp=True), host_facts=host)["errors"] == []
+    assert "was not made by this collection" in plan(entries, host_facts=facts(mounts=[("/tmp", "tmpfs")]))["errors"][0]
+
+
+@pytest.mark.parametrize("owner, phrase", [
+    (4294967295, "ramdisk_mounts[0].owner is 4294967295: not a valid id"),
+    ("-1", "ramdisk_mounts[0].owner is -1: not a valid id"),
+    (4242, "ramdisk_mounts[0].owner is 4242: no such user on this host"),
+    ("nobody-here", "ramdisk_mounts[0].owner is 'nobody-here': no such user on this host"),
+])
+def test_owners_must_exist_and_fit_uid_t(owner, phrase):
+    result = plan([{"path": "/srv/a", "size": "16M", "owner": owner}])
+    assert any(phrase in error for error in result["errors"]), result["errors"]
+
+
+def test_a_migrated_directory_keeps_its_own_root_unless_the_entry_sets_it():
+    host = facts(paths={"/srv/data": {"exists": True, "is_dir": True, "empty": False, "usage_bytes": 10,
+                                      "inodes": 2, "complete": True, "uid": 4242, "gid": 4343, "mode": "2750"},
+                        "/srv/set": {"exists": True, "is_dir": True, "empty": False, "usage_bytes": 10,
+                                     "inodes": 2, "complete": True, "uid": 4242, "gid": 4343, "mode": "2750"}})
+    result = plan([{"path": "/srv/data", "size": "16M"}, {"path": "/srv/set", "size": "16M", "mode": "0700"}],
+                  host_facts=host)
+    assert result["errors"] == []
+    data, given = result["tmpfs"]
+    assert (data["action"], data["mode"], data["owner"], data["group"]) == ("migrate", "2750", 4242, 4343)
+    assert "uid=4242" in data["options"] and "gid=4343" in data["options"]
+    assert data["record"]["root_kept"] == {"mode": "2750", "owner": 4242, "group": 4343}
+    # The entry's own mode wins; owner and group still come from the directory.
+    assert (given["mode"], given["owner"]) == ("700", 4242)
+
+
+def test_a_live_mount_keeps_what_its_record_kept():
+    host = facts(mounts=[("/srv/data", "tmpfs")])
+    view = FakeView(users={"root": 0, "svc": 4242}, records={"/srv/data": {
+        "path": "/srv/data", "fstype": "tmpfs", "created_dir": False,
+        "root_kept": {"mode": "2750", "owner": "svc", "group": "root"}}})
+    (entry,) = plan([{"path": "/srv/data", "size": "1G"}], view=view, host_facts=host)["tmpfs"]
+    assert (entry["mode"], entry["owner"]) == ("2750", "svc")
+
+
+def test_the_kernel_refusal_names_the_option_and_its_key():
+    view = FakeView(refuse_options=("mpol=bind:5",))
+    result = plan([{"path": "/srv/a", "size": "16M", "mpol": "bind:5"}], view=view)
+    assert result["errors"] == [
+        "Host h1: ramdisk_mounts[0].mpol is 'bind:5': the kernel refused the mount option 'mpol=bind:5' in a trial "
+        "mount (bad option). Fix or remove that setting."]
+
+
+def test_no_trial_without_a_namespace_is_a_warning():
+    result = plan([{"path": "/srv/a", "size": "16M"}], view=FakeView(trial_unavailable="no unshare"))
+    assert result["errors"] == []
+    assert any("could not be tried before the change (no unshare)" in warning for warning in result["warnings"])
+
+
+def test_trials_run_only_for_a_request_without_other_errors():
+    view = FakeView()
+    plan([{"path": "/srv/a", "size": "16M"}, {"path": "/srv/b", "size": "16M", "owner": 4242}], view=view)
+    assert view.trials == []
+
+
+@pytest.mark.parametrize("entry, phrase", [
+    ({"size": "4K"}, "ramdisk_mounts[0].size is '4K': mkfs.ext4 refused a device of 4096 bytes"),
+    ({"size": "64M", "mkfs_options": ["-b", "999"]}, "ramdisk_mounts[0].mkfs_options is ['-b', '999']: mkfs.ext4 "
+                                                     "refused them (bad block size)"),
+    ({"size": "64M", "fstype": "xfs"}, "ramdisk_mounts[0].fstype is 'xfs': mkfs.xfs is not installed on this host"),
+])
+def test_zram_file_systems_are_tried_with_mkfs(entry, phrase):
+    view = FakeView(mkfs_refuse={"999": "bad block size"})
+    result = plan([dict(entry, path="/srv/z", backend="zram")], view=view)
+    assert any(phrase in error for error in result["errors"]), result["errors"]
+
+
+def test_zram_devices_and_the_policy_cannot_share_a_path():
+    result = plan([{"path": "/srv/a", "size": "16M"}], swap_devices=[
+        {"name": "fs", "use": "filesystem", "size": "64M", "path": "/srv/a"}])
+    assert any("zram_devices[0].path is '/srv/a': the policy mounts that path too" in error
+               for error in result["errors"]), result["errors"]
+
+
+def test_settings_are_checked():
+    result = plan([{"path": "/srv/a", "size": "16M"}], scan_timeout=-1,
+                  purpose_overrides={"cache": {"noexce": True}, "cahce": {}})
+    words = " ".join(result["errors"])
+    assert "ramdisk_scan_timeout is -1: not a number of seconds" in words
+    assert "ramdisk_purposes.cache.noexce is True: an unknown key (did you mean noexec?)" in words
+    assert "ramdisk_purposes.cahce is {}: not a known purpose (did you mean cache?)" in words
+
+
+@pytest.mark.parametrize("name, like", [
+    ("ramdisk_mount__web", "ramdisk_mounts__<group>"),
+    ("ramdisk_mounts_web", "ramdisk_mounts__<group>"),
+    ("ramdiks_mounts", "ramdisk_mounts"),
+    ("ramdisk_ram_budgett", "ramdisk_ram_budget"),
+])
+def test_lookalike_variables_are_named(name, like):
+    (warning,) = hp.lookalike_warnings([name, "ramdisk_mounts__ok", "ramdisk_state", "unrelated"], "h1")
+    assert "the variable %s looks like %s" % (name, like) in warning
+
+
+def test_role_variables_match_the_role_defaults():
+    with open(os.path.join(REPO, "roles", "ramdisk", "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    assert sorted(hp.ROLE_VARIABLES) == sorted(defaults)
+
+
+def test_the_same_path_in_two_sizes_of_one_value_is_one_entry():
+    result = hp.plan_host({"sources": [{"name": "ramdisk_mounts__a", "value": [{"path": "/srv/a", "size": "16M"}]},
+                                       {"name": "ramdisk_mounts__b", "value": [{"path": "/srv/a", "size": "16384K"}]}],
+                           "defaults": request([])["defaults"]}, looked_at(facts(), [{"path": "/srv/a"}]),
+                          FakeView(), host="h1")
+    assert result["errors"] == [] and len(result["tmpfs"]) == 1
