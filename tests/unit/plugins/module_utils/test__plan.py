@@ -394,7 +394,7 @@ PERSIST_INVALID = [
      "full unit name"),
     (persisted(services=[5]), "tmpfs_mounts[0].persist.services[0]", "5", "not a unit name", "full unit name"),
     (persisted(sevices=[]), "tmpfs_mounts[0].persist.sevices", "[]", "an unknown key", "backing, interval, services"),
-    (dict(persisted(), path="/srv/my data"), "tmpfs_mounts[0].path", "'/srv/my data'", "persist units cannot carry",
+    (dict(persisted(), path="/srv/my%data"), "tmpfs_mounts[0].path", "'/srv/my%data'", "persist units cannot carry",
      "persist: null"),
     (dict(persisted(), path="/tmp"), "tmpfs_mounts[0].persist", "", "/tmp is emptied at boot", "data directory"),
 ]
