@@ -8,6 +8,7 @@ once per run before it decides anything. It only reads /proc, /sys and statvfs.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -24,6 +25,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
     parse_mountinfo,
     parse_swaps,
     ram_block_kind,
+    ram_storage_mounts,
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import is_empty_dir, tree_usage
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram import (
@@ -184,11 +186,31 @@ def container_facts():
     return detect_container(environ, present, _read("/run/systemd/container"))
 
 
+# Where the mount role records what it made (ramdisk_plan's RECORD_DIR): a ramfs's declared max_size is there.
+RECORD_DIR = "/etc/ramdisk-provision/mounts"
+
+
+def declared_sizes(record_dir=RECORD_DIR):
+    """Path -> the size a mount was declared with when this collection made it (ramfs has none of its own)."""
+    out = {}
+    try:
+        names = sorted(os.listdir(record_dir))
+    except OSError:
+        return out
+    for name in names:
+        try:
+            record = json.loads(_read(os.path.join(record_dir, name)) or "")
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("path"), str) and isinstance(record.get("size_bytes"), int):
+            out[record["path"]] = record["size_bytes"]
+    return out
+
+
 def mount_facts(mountinfo, scan_timeout):
     mounts = []
-    for mount in mountinfo:
-        if not is_ram_backed(mount["fstype"], mount["source"]):
-            continue
+    declared = declared_sizes()
+    for mount in ram_storage_mounts(mountinfo):
         kind = ram_block_kind(mount["source"]) or mount["fstype"]
         entry = {
             "path": mount["mount_point"],
@@ -221,6 +243,7 @@ def mount_facts(mountinfo, scan_timeout):
             entry["inodes_used"] = usage["inodes"]
             entry["usage_from"] = "tree"
             entry["complete"] = usage["complete"]
+            entry["declared_size_bytes"] = declared.get(mount["mount_point"])
         mounts.append(entry)
     return mounts
 

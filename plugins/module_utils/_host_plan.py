@@ -457,6 +457,8 @@ def plan_host(request, facts, view, host="localhost"):
                 (facts.get("paths") or {}).get(entry["path"]) or {}).get("exists", False) and not path_is_live(
                     facts, entry["path"]),
             "root_kept": kept.get(entry["path"]) or record.get("root_kept") or {},
+            # ramfs has no size of its own: ramdisk_facts shows this one as its declared cap.
+            "size_bytes": entry.get("ram_bytes"),
         }
     return {
         "errors": errors,

@@ -441,7 +441,10 @@ def ram_budget(entries, facts, limit_bytes, zram_ratio, limit_expr="80%", swap=(
         if path in named or path in seen or kind not in ("tmpfs", "ramfs"):
             continue
         seen.add(path)
-        if kind == "ramfs" or _is_system_mount(path):
+        if kind == "ramfs" and mount.get("declared_size_bytes"):
+            amount = max(mount["declared_size_bytes"], mount.get("used_bytes") or 0)
+            basis = "declared max_size (ramfs has no limit)"
+        elif kind == "ramfs" or _is_system_mount(path):
             amount, basis = mount.get("used_bytes") or 0, "in use (%s)" % (
                 "ramfs has no limit" if kind == "ramfs" else "system mount")
         else:

@@ -11,6 +11,8 @@ _RELEASE_RE = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 
 RAM_FSTYPES = ("tmpfs", "ramfs")
 _RAM_BLOCK_SOURCE_RE = re.compile(r"^/dev/(zram|ram)\d+$")
+# Kernel interfaces, never storage: container runtimes mask files there with tmpfs, cgroup v1 mounts one.
+KERNEL_TREES = ("/proc", "/sys")
 
 
 def unescape_octal(text):
@@ -83,6 +85,18 @@ def option_value(options, name):
 def is_ram_backed(fstype, source):
     """tmpfs and ramfs, and file systems on /dev/zramN or /dev/ramN (brd)."""
     return fstype in RAM_FSTYPES or bool(_RAM_BLOCK_SOURCE_RE.match(source or ""))
+
+
+def in_kernel_tree(path):
+    """True for /proc, /sys and any path below them."""
+    return any(path == tree or path.startswith(tree + "/") for tree in KERNEL_TREES)
+
+
+def ram_storage_mounts(mountinfo):
+    """The RAM-backed mounts of ``mountinfo`` that can hold data, in its order: is_ram_backed(), less
+    those at or under /proc and /sys (docker's /proc/acpi, /sys/firmware, /proc/keys...)."""
+    return [mount for mount in mountinfo
+            if is_ram_backed(mount["fstype"], mount["source"]) and not in_kernel_tree(mount["mount_point"])]
 
 
 def ram_block_kind(source):

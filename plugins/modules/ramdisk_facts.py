@@ -10,8 +10,9 @@ module: ramdisk_facts
 short_description: Gather memory, RAM-backed mount and kernel support facts
 version_added: 1.0.0
 description:
-  - Reads C(/proc), C(/sys) and C(statvfs) to report memory and swap, every RAM-backed mount (tmpfs, ramfs, and
-    file systems on C(/dev/zramN) or C(/dev/ramN)), what the kernel supports, and the usage of chosen paths.
+  - Reads C(/proc), C(/sys) and C(statvfs) to report memory and swap, every RAM-backed mount that can hold data
+    (tmpfs, ramfs, and file systems on C(/dev/zramN) or C(/dev/ramN)), what the kernel supports, and the usage
+    of chosen paths.
   - Measures the usage of each path like C(du -sx) (hard links once, no symlinks followed, one file system) and
     counts its entries like C(find -xdev | wc -l), stopping after O(scan_timeout) seconds.
   - Judges whether C(/tmp) should go to tmpfs (C(tmp_gate)). C(/tmp) is scanned for that even when it is not in
@@ -126,9 +127,17 @@ ansible_facts:
               mode: "1777"
         mounts:
           description:
-            - Every RAM-backed mount now, in mount order.
-            - ramfs reports no usage through statvfs, so its usage is read from the tree (C(usage_from=tree));
-              otherwise C(usage_from=statvfs).
+            - Every RAM-backed mount that can hold data, as mounted now, in mount order.
+            - Mounts at or under C(/proc) and C(/sys) are left out, as those trees are kernel interfaces, never
+              storage. Container runtimes such as Docker hide kernel files there (C(/proc/acpi), C(/proc/keys),
+              C(/sys/firmware)) under empty tmpfs mounts whose size, often half of RAM, is never used, and
+              cgroup v1 puts its tree on a tmpfs at C(/sys/fs/cgroup).
+            - C(size_bytes) and C(used_bytes) are what statvfs reports (C(usage_from=statvfs)). ramfs has no
+              size limit and keeps no counters, so its C(size_bytes) is 0 and what it holds is measured from
+              the tree into C(used_bytes) and C(inodes_used) (C(usage_from=tree)), like C(du -sx).
+            - A ramfs this collection made also has C(declared_size_bytes), the C(max_size) it was made with
+              (read from the collection's record of the mount), or null when it has no record.
+            - When statvfs fails, the figures are null, C(usage_from) is null and C(complete) is false.
           type: list
           elements: dict
           returned: always
@@ -144,6 +153,18 @@ ansible_facts:
               inodes_used: 1
               usage_from: statvfs
               complete: true
+            - path: /srv/ramfs-cache
+              fstype: ramfs
+              source: ramfs
+              kind: ramfs
+              options: [rw, nosuid, nodev, relatime, mode=755]
+              size_bytes: 0
+              used_bytes: 1052672
+              inodes_total: 0
+              inodes_used: 3
+              usage_from: tree
+              complete: true
+              declared_size_bytes: 67108864
         support:
           description:
             - What the kernel offers now. Loadable modules count unless module loading is disabled.

@@ -139,7 +139,8 @@ def test_a_plain_mount_is_planned_with_a_record():
     (entry,) = result["tmpfs"]
     assert entry["action"] == "mount"
     assert entry["options"] == ["size=16777216", "mode=755", "nosuid", "nodev"]
-    assert entry["record"] == {"path": "/srv/a", "fstype": "tmpfs", "created_dir": True, "root_kept": {}}
+    assert entry["record"] == {"path": "/srv/a", "fstype": "tmpfs", "created_dir": True, "root_kept": {},
+                               "size_bytes": 16 * 1024 * 1024}
 
 
 @pytest.mark.parametrize("links, path, phrase", [

@@ -344,3 +344,11 @@ def test_a_backing_inside_a_ram_mount_of_another_backend_is_refused():
     }))
     assert "ramdisk_mounts__databases[0].persist.backing is '/srv/ramcache/pgdata': it is inside " \
            "ramdisk_mounts__caches[0].path '/srv/ramcache'" in error
+
+
+def test_a_ramfs_on_the_host_counts_with_its_declared_size():
+    facts = {"mounts": [{"path": "/srv/r", "kind": "ramfs", "fstype": "ramfs", "used_bytes": 10,
+                         "declared_size_bytes": 1 << 26}]}
+    budget = ram_budget([], facts, 1 << 30, 2.0)
+    assert [(item["bytes"], item["basis"]) for item in budget["counted"]] == [
+        (1 << 26, "declared max_size (ramfs has no limit)")]

@@ -5,6 +5,7 @@ import pytest
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
     detect_container,
+    in_kernel_tree,
     is_ram_backed,
     kernel_at_least,
     merged_options,
@@ -17,6 +18,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
     parse_swaps,
     parse_zram_algorithms,
     ram_block_kind,
+    ram_storage_mounts,
     unescape_octal,
 )
 
@@ -45,6 +47,37 @@ MOUNTINFO = r"""22 27 0:21 / /proc rw,relatime - proc proc rw
 34 27 0:29 / /srv/ramfs rw,relatime - ramfs ramfs rw
 35 27 0:30 /sub /srv/bind rw - ext4 /dev/vda1 rw
 36 30 0:31 / /tmp rw,relatime - tmpfs tmpfs rw,size=1024k
+"""
+
+# /proc/self/mountinfo of a lab container (docker 20.10, cgroup v1 host; `--tmpfs /run --tmpfs /run/lock`,
+# cgroups bound in), with the overlay's directories and the container id cut short. Docker masks /proc/acpi
+# and /sys/firmware with empty read-only tmpfs (half of RAM each) and /proc/keys, /proc/timer_list with
+# binds of the /dev tmpfs's null device.
+DOCKER_MOUNTINFO = r"""118 67 0:57 / / rw,relatime master:3 - overlay overlay rw,lowerdir=L1:L2,upperdir=U,workdir=W
+119 118 0:60 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw
+120 118 0:61 / /dev rw,nosuid - tmpfs tmpfs rw,size=65536k,mode=755
+121 120 0:62 / /dev/pts rw,nosuid,noexec,relatime - devpts devpts rw,gid=5,mode=620,ptmxmode=666
+122 118 0:63 / /sys ro,nosuid,nodev,noexec,relatime - sysfs sysfs ro
+123 120 0:59 / /dev/mqueue rw,nosuid,nodev,noexec,relatime - mqueue mqueue rw
+124 120 0:64 / /dev/shm rw,nosuid,nodev,noexec,relatime - tmpfs shm rw,size=65536k
+125 118 0:65 / /run rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw
+126 118 254:0 /var/lib/docker/containers/ID/resolv.conf /etc/resolv.conf rw,relatime - ext4 /dev/vda rw,discard
+127 118 254:0 /var/lib/docker/containers/ID/hostname /etc/hostname rw,relatime - ext4 /dev/vda rw,discard
+128 118 254:0 /var/lib/docker/containers/ID/hosts /etc/hosts rw,relatime - ext4 /dev/vda rw,discard
+129 125 0:66 / /run/lock rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw
+130 122 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs ro,size=4096k,nr_inodes=1024,mode=755
+131 130 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+132 130 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+139 130 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
+140 130 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+68 119 0:60 /bus /proc/bus ro,nosuid,nodev,noexec,relatime - proc proc rw
+69 119 0:60 /fs /proc/fs ro,nosuid,nodev,noexec,relatime - proc proc rw
+70 119 0:60 /irq /proc/irq ro,nosuid,nodev,noexec,relatime - proc proc rw
+96 119 0:60 /sys /proc/sys ro,nosuid,nodev,noexec,relatime - proc proc rw
+97 119 0:67 / /proc/acpi ro,relatime - tmpfs tmpfs ro
+98 119 0:61 /null /proc/keys rw,nosuid - tmpfs tmpfs rw,size=65536k,mode=755
+99 119 0:61 /null /proc/timer_list rw,nosuid - tmpfs tmpfs rw,size=65536k,mode=755
+100 122 0:68 / /sys/firmware ro,relatime - tmpfs tmpfs ro
 """
 
 SWAPS = """Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority
@@ -109,6 +142,40 @@ def test_merged_options_keep_order_once():
 def test_ram_backed(fstype, source, ram, kind):
     assert is_ram_backed(fstype, source) is ram
     assert ram_block_kind(source) == kind
+
+
+@pytest.mark.parametrize(
+    "path, inside",
+    [
+        ("/proc", True),
+        ("/proc/acpi", True),
+        ("/sys/firmware", True),
+        ("/sys/fs/cgroup", True),
+        ("/sys/devices/virtual/powercap", True),
+        ("/processing", False),
+        ("/sysroot", False),
+        ("/srv/sys", False),
+        ("/dev/shm", False),
+        ("/run", False),
+        ("/", False),
+    ],
+)
+def test_in_kernel_tree(path, inside):
+    assert in_kernel_tree(path) is inside
+
+
+def test_ram_storage_mounts_leave_out_docker_masks():
+    mounts = parse_mountinfo(DOCKER_MOUNTINFO)
+    # Each mask is a tmpfs, so is_ram_backed() alone would count it.
+    masked = ["/sys/fs/cgroup", "/proc/acpi", "/proc/keys", "/proc/timer_list", "/sys/firmware"]
+    assert [m["mount_point"] for m in mounts if is_ram_backed(m["fstype"], m["source"])] == [
+        "/dev", "/dev/shm", "/run", "/run/lock"] + masked
+    assert [m["mount_point"] for m in ram_storage_mounts(mounts)] == ["/dev", "/dev/shm", "/run", "/run/lock"]
+
+
+def test_ram_storage_mounts_keep_every_ram_backend():
+    kept = [m["mount_point"] for m in ram_storage_mounts(parse_mountinfo(MOUNTINFO))]
+    assert kept == ["/dev/shm", "/tmp", "/mnt/my cache", "/var/cache/build", "/srv/brd", "/srv/ramfs", "/tmp"]
 
 
 @pytest.mark.parametrize(

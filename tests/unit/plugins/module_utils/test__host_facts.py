@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""mount_facts() on a container's mountinfo and on a ramfs, with statvfs faked where the kernel's figures matter."""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_facts
+from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
+from ansible_collections.ramdisk.provision.tests.unit.plugins.module_utils.test__procfs import DOCKER_MOUNTINFO
+
+HALF_RAM = 12638031872
+
+
+class FakeStatvfs(object):
+    def __init__(self, blocks, free, files, ffree, frsize=4096):
+        self.f_blocks, self.f_bfree, self.f_files, self.f_ffree, self.f_frsize = blocks, free, files, ffree, frsize
+
+
+def test_docker_masks_are_not_ram_mounts(monkeypatch):
+    # As in the lab: each mask is a tmpfs of half of RAM, the budget counted 11.8 GiB for every one of them.
+    monkeypatch.setattr(os, "statvfs", lambda path: FakeStatvfs(HALF_RAM // 4096, HALF_RAM // 4096, 1000, 999))
+    mounts = _host_facts.mount_facts(parse_mountinfo(DOCKER_MOUNTINFO), scan_timeout=1)
+    assert [mount["path"] for mount in mounts] == ["/dev", "/dev/shm", "/run", "/run/lock"]
+    assert all(mount["kind"] == "tmpfs" and mount["usage_from"] == "statvfs" for mount in mounts)
+
+
+def test_ramfs_usage_comes_from_its_tree(monkeypatch, tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "blob").write_bytes(b"r" * 100000)
+    # ramfs keeps no counters: statvfs reports zeros for it.
+    monkeypatch.setattr(os, "statvfs", lambda path: FakeStatvfs(0, 0, 0, 0))
+    line = "40 27 0:40 / %s rw,nosuid,nodev,relatime - ramfs ramfs rw,mode=755\n" % tmp_path
+    (mount,) = _host_facts.mount_facts(parse_mountinfo(line), scan_timeout=5)
+    assert mount["kind"] == "ramfs" and mount["usage_from"] == "tree" and mount["complete"] is True
+    assert mount["used_bytes"] >= 100000
+    assert mount["inodes_used"] == 3
+    assert mount["size_bytes"] == 0
+
+
+def test_unreadable_mount_is_listed_without_figures(monkeypatch):
+    def refuse(path):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(os, "statvfs", refuse)
+    (mount,) = _host_facts.mount_facts(parse_mountinfo("41 27 0:41 / /srv/cache rw - tmpfs tmpfs rw,size=1024k\n"), 1)
+    assert mount["path"] == "/srv/cache"
+    assert mount["usage_from"] is None and mount["complete"] is False and mount["size_bytes"] is None
+
+
+def test_declared_sizes_come_from_the_records_of_mounts(tmp_path):
+    (tmp_path / "srv-a-1.json").write_text('{"path": "/srv/a", "fstype": "ramfs", "size_bytes": 67108864}')
+    (tmp_path / "srv-b-2.json").write_text('{"path": "/srv/b", "fstype": "tmpfs"}')
+    (tmp_path / "broken.json").write_text("{")
+    assert _host_facts.declared_sizes(str(tmp_path)) == {"/srv/a": 67108864}
+    assert _host_facts.declared_sizes(str(tmp_path / "missing")) == {}
