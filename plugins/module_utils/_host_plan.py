@@ -111,6 +111,12 @@ def _unknown_keys(host, where, values):
     return errors
 
 
+def _label(name, index, item):
+    """What messages call an entry: its label where it has one (tmpfs_tmp), else variable[index]."""
+    label = item.get("label") if isinstance(item, dict) else None
+    return label if isinstance(label, str) and label else "%s[%d]" % (name, index)
+
+
 def _raw_entries(sources, swap_devices):
     """(label, entry) for every mapping with a path in the request, before any planning."""
     out = []
@@ -118,7 +124,7 @@ def _raw_entries(sources, swap_devices):
         if isinstance(value, (list, tuple)):
             for index, item in enumerate(value):
                 if isinstance(item, dict):
-                    out.append(("%s[%d]" % (name, index), item))
+                    out.append((_label(name, index, item), item))
     if isinstance(swap_devices, (list, tuple)):
         for index, item in enumerate(swap_devices):
             if isinstance(item, dict):
@@ -361,6 +367,8 @@ def plan_host(request, facts, view, host="localhost"):
     """The whole decision for one host. REQUEST keys: sources, purposes, purpose_overrides, defaults, state,
     budget, zram_ratio, swap_devices, swap_defaults, swap_allow_fallback, scan_timeout, variables,
     zram_persistence. Returns errors, warnings, policy (entries, budget, gates) and the backend plans."""
+    if request.get("backend_requests") is not None:
+        return _plan_backends(request, facts, view, host)
     errors = []
     warnings = list(lookalike_warnings(request.get("variables"), host))
     sources = _policy_sources(request.get("sources"))
@@ -373,8 +381,7 @@ def plan_host(request, facts, view, host="localhost"):
     records = view.records()
 
     # A refused path goes no further: every later check would only say the same thing again.
-    clean = [(name, [item for index, item in enumerate(value) if "%s[%d]" % (name, index) not in refused]
-              if isinstance(value, (list, tuple)) else value) for name, value in sources]
+    clean = _without(sources, refused)
     kept = root_overrides(clean, facts, records, view)
     purposes = dict(request.get("purposes") or {})
     for purpose, values in (request.get("purpose_overrides") or {}).items() if isinstance(
@@ -393,19 +400,70 @@ def plan_host(request, facts, view, host="localhost"):
 
     tmpfs = plan_tmpfs(backends["tmpfs_mounts"], facts, host=host, var_name="tmpfs_mounts")
     ramfs = plan_ramfs(backends["ramfs_mounts"], facts, host=host, var_name="ramfs_mounts")
+    for plan in (tmpfs, ramfs):
+        errors.extend(error for error in plan["errors"] if error not in errors)
     zram_defaults = {"allow_algorithm_fallback": bool(request.get("swap_allow_fallback"))}
     zram = plan_zram(backends["zram_devices"], facts, host=host, var_name="zram_devices", defaults=zram_defaults)
     swap = plan_zram([item for label, item in _raw_entries((), swap_devices)
                       if "%s" % label not in refused] if swap_devices else [], facts, host=host,
                      var_name="zram_devices", defaults=dict(request.get("swap_defaults") or {}, **zram_defaults))
     brd = plan_brd(backends["brd"], facts, host=host) if backends["brd"] else None
-    for plan in (tmpfs, ramfs, zram, swap, brd):
+    for plan in (zram, swap, brd):
         if plan:
             errors.extend(error for error in plan["errors"] if error not in errors)
+    return _check_on_host(host, errors, warnings, facts, view, records, kept, policy, backends, tmpfs, ramfs, zram,
+                          swap, brd)
 
+
+def _without(sources, refused):
+    """SOURCES less the entries whose labels are in REFUSED."""
+    return [(name, [item for index, item in enumerate(value) if _label(name, index, item) not in refused]
+             if isinstance(value, (list, tuple)) else value) for name, value in sources]
+
+
+def _plan_backends(request, facts, view, host):
+    """A backend role used on its own (tmpfs, ramfs): its lists, planned and checked on the host the same way,
+    without the policy layer (no purposes, no budget). BACKEND_REQUESTS: {tmpfs_mounts, tmpfs_defaults,
+    ramfs_mounts, ramfs_defaults}."""
+    given = request.get("backend_requests") or {}
+    errors = []
+    if isinstance(request.get("scan_timeout", 10), bool) or not isinstance(request.get("scan_timeout", 10),
+                                                                         (int, float)):
+        errors.append("Host %s: the scan timeout is %s: not a number of seconds. Use e.g. 10."
+                      % (host, _show(request.get("scan_timeout"))))
+    sources = [(name, given.get(name)) for name in ("tmpfs_mounts", "ramfs_mounts") if given.get(name) is not None]
+    refused_paths, refused = path_errors(host, sources, (), view)
+    errors.extend(refused_paths)
+    records = view.records()
+    clean = dict(_without(sources, refused))
+    kept = root_overrides(list(clean.items()), facts, records, view)
+
+    def with_kept(items):
+        if not isinstance(items, (list, tuple)):
+            return items
+        return [dict(kept.get(normalize_path(item["path"])) or {}, **item)
+                if isinstance(item, dict) and isinstance(item.get("path"), str) and item["path"].startswith("/")
+                and normalize_path(item["path"]) else item for item in items]
+
+    tmpfs = plan_tmpfs(with_kept(clean.get("tmpfs_mounts") or []), facts, host=host, var_name="tmpfs_mounts",
+                       defaults=given.get("tmpfs_defaults") or {})
+    ramfs = plan_ramfs(with_kept(clean.get("ramfs_mounts") or []), facts, host=host, var_name="ramfs_mounts",
+                       defaults=given.get("ramfs_defaults") or {})
+    for plan in (tmpfs, ramfs):
+        errors.extend(error for error in plan["errors"] if error not in errors)
+    policy = {"entries": [], "budget": None, "gates": [], "warnings": []}
+    backends = {"tmpfs_mounts": [], "ramfs_mounts": [], "zram_devices": [], "brd": None}
+    return _check_on_host(host, errors, [], facts, view, records, kept, policy, backends, tmpfs, ramfs,
+                          {"devices": []}, {"devices": []}, None)
+
+
+def _check_on_host(host, errors, warnings, facts, view, records, kept, policy, backends, tmpfs, ramfs, zram, swap,
+                   brd):
+    """What the host says about the planned mounts, then the trials; the result plan_host() returns."""
     zram_mounts = [device["mount"] for device in zram["devices"] + swap["devices"] if device.get("mount")]
     mounts = tmpfs["mounts"] + ramfs["mounts"] + zram_mounts + (brd["mounts"] if brd else [])
-    policy_paths = set(entry["path"] for entry in policy["entries"])
+    policy_paths = set(entry["path"] for entry in policy["entries"]) | set(
+        entry["path"] for entry in tmpfs["mounts"] + ramfs["mounts"])
     for device in swap["devices"]:
         mount = device.get("mount")
         if mount and mount["path"] in policy_paths:

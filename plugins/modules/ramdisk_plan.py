@@ -77,6 +77,13 @@ options:
     type: list
     elements: str
     default: []
+  backend_requests:
+    description:
+      - For a backend role used on its own, its lists instead of a policy, with C(tmpfs_mounts) and
+        C(tmpfs_defaults) (the tmpfs role), C(ramfs_mounts) and C(ramfs_defaults) (the ramfs role).
+      - They are planned and checked on the host as the policy's entries are, without purposes or the RAM budget.
+        O(sources) and the other policy options are then not used.
+    type: dict
   trial:
     description: Try each new or changed tmpfs and ramfs, and mkfs, before the change.
     type: bool
@@ -386,11 +393,12 @@ def _said(text, scratch):
     return text.split(" dmesg(1) ", maxsplit=1)[0].rstrip(".")[:300]
 
 
-def _paths(sources, swap_devices):
+def _paths(sources, swap_devices, backend_requests=None):
     """Every path the request names that can be looked at (normalised), /tmp first."""
     out = [TMP]
     values = [value for source in sources or () if isinstance(source, dict) for value in [source.get("value")]]
     values.append(swap_devices)
+    values.extend((backend_requests or {}).get(name) for name in ("tmpfs_mounts", "ramfs_mounts"))
     for value in values:
         if not isinstance(value, (list, tuple)):
             continue
@@ -419,6 +427,7 @@ def main():
             swap_allow_fallback=dict(type="bool", default=False),
             scan_timeout=dict(type="raw", default=10),
             variables=dict(type="list", elements="str", default=[]),
+            backend_requests=dict(type="dict"),
             trial=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
@@ -435,14 +444,14 @@ def main():
             pass
     usable_timeout = scan_timeout if isinstance(scan_timeout, (int, float)) and 0 <= scan_timeout <= 3600 else 10
     try:
-        facts = gather(_paths(params["sources"], params["swap_devices"]), usable_timeout)
+        facts = gather(_paths(params["sources"], params["swap_devices"], params["backend_requests"]), usable_timeout)
         facts["all_mounts"] = [{"path": mount["mount_point"], "fstype": mount["fstype"], "source": mount["source"]}
                                for mount in parse_mountinfo(_read("/proc/self/mountinfo") or "")]
     except (IOError, OSError) as exc:
         module.fail_json(msg="Host %s: could not read the host's memory and mounts: %s." % (params["host"], exc))
     request = dict((key, params[key]) for key in ("sources", "purposes", "purpose_overrides", "state", "budget",
                                                   "zram_ratio", "swap_devices", "swap_defaults",
-                                                  "swap_allow_fallback", "variables"))
+                                                  "swap_allow_fallback", "variables", "backend_requests"))
     request["defaults"] = params["defaults"] if params["defaults"] is not None else {}
     request["scan_timeout"] = scan_timeout
     result = plan_host(request, facts, HostView(module, params["trial"]), host=params["host"])

@@ -307,3 +307,18 @@ def test_the_same_path_in_two_sizes_of_one_value_is_one_entry():
                            "defaults": request([])["defaults"]}, looked_at(facts(), [{"path": "/srv/a"}]),
                           FakeView(), host="h1")
     assert result["errors"] == [] and len(result["tmpfs"]) == 1
+
+
+def test_a_backend_role_on_its_own_is_checked_on_the_host_the_same_way():
+    host = looked_at(facts(paths={"/srv/data": {"exists": True, "is_dir": True, "empty": False, "usage_bytes": 1,
+                                                "inodes": 1, "complete": True, "uid": 0, "gid": 0, "mode": "2750"}}),
+                     [{"path": "/tmp"}, {"path": "/srv/data"}, {"path": "/srv/r"}])
+    result = hp.plan_host({"backend_requests": {
+        "tmpfs_mounts": [{"path": "/tmp", "label": "tmpfs_tmp", "size": "1G"},
+                         {"path": "/srv/data", "size": "16M", "migrate": True}],
+        "ramfs_mounts": [{"path": "/srv/r", "max_size": "16M"}]}}, host,
+        FakeView(links={"/tmp": "/var/tmp"}), host="h1")
+    assert len(result["errors"]) == 1
+    assert "tmpfs_tmp.path is '/tmp': a symlink on this host" in result["errors"][0]
+    assert [entry["path"] for entry in result["tmpfs"]] == ["/srv/data"]
+    assert result["tmpfs"][0]["mode"] == "2750" and result["ramfs"][0]["record"]["size_bytes"] == 16 * 1024 * 1024
