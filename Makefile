@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/scripts/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: demo test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab bench bench-fleet clean
+.PHONY: demo test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab bench bench-fleet bench-converge clean
 
 setup:
 	bash scripts/bootstrap.sh
@@ -91,6 +91,13 @@ bench-fleet: setup
 	bash scripts/lab/dockerd.sh
 	bash scripts/lab/images.sh
 	$(BIN)/python scripts/bench/fleet.py
+
+# site.yml against a plain ansible.posix.mount playbook on one fresh lab host, 1 and 10 tmpfs mounts, first run
+# and no-op re-run: wall time, task results, task headers, module runs, beside the targets. RUNS=N repeats (3).
+bench-converge: setup
+	bash scripts/lab/dockerd.sh
+	bash scripts/lab/images.sh
+	$(BIN)/python scripts/bench/converge.py --runs $(or $(RUNS),3)
 
 clean: lab-down vm-down
 	rm -rf build .cache tests/output
