@@ -427,8 +427,8 @@ def _plan_backends(request, facts, view, host):
     ramfs_mounts, ramfs_defaults}."""
     given = request.get("backend_requests") or {}
     errors = []
-    if isinstance(request.get("scan_timeout", 10), bool) or not isinstance(request.get("scan_timeout", 10),
-                                                                         (int, float)):
+    timeout = request.get("scan_timeout", 10)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         errors.append("Host %s: the scan timeout is %s: not a number of seconds. Use e.g. 10."
                       % (host, _show(request.get("scan_timeout"))))
     sources = [(name, given.get(name)) for name in ("tmpfs_mounts", "ramfs_mounts") if given.get(name) is not None]
