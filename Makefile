@@ -41,6 +41,12 @@ lint: setup
 unit: setup
 	$(BIN)/python -m pytest tests/unit -q
 
+# Every invalid and hostile request (tests/policies/invalid.yml, hostile.yml) through the entry role on this
+# machine's own kernel, as root, in a private mount namespace: each must be refused before any change.
+.PHONY: hostile
+hostile: setup
+	bash scripts/test/hostile.sh
+
 # ansible-test sanity on each supported ansible-core (requirements/sanity-core-*.txt), one venv each.
 sanity: setup
 	bash scripts/test/sanity.sh --all
@@ -60,20 +66,21 @@ build: setup
 	bash scripts/test/build.sh
 
 # The built tarball, installed into an empty collections path, runs every lab playbook by its collection
-# name on lab containers of its own (pkg-lab-*); a `make demo` lab is left alone.
+# name with each supported ansible-core (requirements/sanity-core-*.txt), all at once, each on lab
+# containers of its own (pkg217-lab-*, ...); a `make demo` lab is left alone.
 tarball-lab: build
 	bash scripts/lab/dockerd.sh
 	bash scripts/lab/images.sh
-	bash scripts/test/tarball_lab.sh
+	bash scripts/test/tarball_lab.sh --all
 
 # The execution environment: `ansible-builder create` of execution-environment.yml, checked; no image is built.
 .PHONY: ee bench-backends
 ee: setup
 	bash scripts/test/ee.sh
 
-test: lint unit sanity build tarball-lab ee molecule
-	@echo "make test: lint, unit, sanity, build, tarball-lab, ee and molecule scenarios ($(SCENARIOS)) all passed"
-	@echo "suites: $$((6 + $(words $(SCENARIOS)))) passed, 0 failed"
+test: lint unit hostile sanity build tarball-lab ee molecule
+	@echo "make test: lint, unit, hostile, sanity, build, tarball-lab, ee and molecule scenarios ($(SCENARIOS)) all passed"
+	@echo "suites: $$((7 + $(words $(SCENARIOS)))) passed, 0 failed"
 
 bench: setup
 	$(BIN)/python scripts/bench/facts_scan.py
