@@ -166,8 +166,9 @@ def path_errors(host, sources, swap_devices, view):
 def root_overrides(sources, facts, records, view):
     """Mode, owner and group that a mount's root keeps from the directory it goes over.
 
-    Only for keys the entry itself leaves unset: a directory that exists keeps its own (a service that owns
-    its data directory must keep it once the data is in RAM). A live mount keeps what its record says was kept
+    Only for keys the entry itself leaves unset, and over the general defaults only (a purpose's own mode and
+    owner win): a directory that exists keeps its own, as a service that owns its data directory must keep it
+    once the data is in RAM. A live mount keeps what its record says was kept
     when it was made; a directory the role made itself takes the purpose's.
     """
     out = {}

@@ -92,7 +92,7 @@ BACKING_REFUSED_TREES = (
     ("/var/tmp", "emptied by age (systemd-tmpfiles)"),
 )
 # Paths the persist units and the helper's arguments carry as they are: no spaces, quotes, '%' or '\\'.
-_UNIT_SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9._@+/-]*$")
+_UNIT_SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9._@+/-]*\Z")
 # systemd.time(7) time spans: numbers, each with an optional unit (seconds without one).
 _TIMESPAN_UNITS = {
     "": 1, "s": 1, "sec": 1, "second": 1, "seconds": 1,
@@ -106,8 +106,9 @@ _TIMESPAN_UNITS = {
 }
 _TIMESPAN_PART_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)")
 # A unit name with its type; a template (name@.service) needs an instance to be ordered against.
-_UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9:_.\\-]+(?:@[A-Za-z0-9:_.\\-]+)?\.(?:service|socket|target|mount|path|timer)$")
-_MODE_RE = re.compile(r"^[0-7]{3,4}$")
+_UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9:_.\\-]+(?:@[A-Za-z0-9:_.\\-]+)?\.(?:service|socket|target|mount|path|timer)\Z")
+# \Z, not $: $ also matches before a final newline, and "0755\n" is no mode.
+_MODE_RE = re.compile(r"^[0-7]{3,4}\Z")
 # Linux's limits: a name of NAME_MAX bytes, a path of PATH_MAX - 1 bytes; (uid_t)-1 is no id at all.
 NAME_MAX = 255
 PATH_MAX = 4095
@@ -115,7 +116,7 @@ ID_MAX = 4294967294
 # tmpfs takes nr_inodes as an unsigned long and wraps larger ones (2**64 becomes 0: unlimited); each inode
 # takes about 1 KiB of RAM, so 2**32 is beyond any host.
 NR_INODES_MAX = 2 ** 32
-_ACCOUNT_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?$")
+_ACCOUNT_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*\$?\Z")
 _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
 
@@ -138,7 +139,8 @@ class _Entry(object):
 
 def _show(value):
     if isinstance(value, str):
-        return "'%s'" % value
+        # A control character is shown escaped, so a message never carries a raw newline.
+        return "'%s'" % value if value.isprintable() else repr(value)
     if value is None:
         return "missing"
     return repr(value)
@@ -168,7 +170,7 @@ def _is_under(path, parent):
 def path_text_problem(raw):
     """What makes RAW unusable as a mount point in /etc/fstab and unit names, or None: control characters,
     white space, '#' or '\\', a component over NAME_MAX or a path over PATH_MAX (both in bytes)."""
-    bad = [char for char in raw if ord(char) < 32 or ord(char) == 127]
+    bad = [char for char in raw if ord(char) < 32 or 127 <= ord(char) <= 159]
     if bad:
         return ("a path with a control character (%s)" % ", ".join(sorted(set(repr(char) for char in bad))),
                 "Write the path without newlines, tabs or other control characters.")
@@ -216,8 +218,12 @@ def _check_mode(entry, mode):
         entry.error("mode", mode, "a number, which YAML may have read as decimal",
                     "Quote the octal mode as a string, e.g. '1777' or '0755'.")
         return None
-    if not isinstance(mode, str) or not _MODE_RE.match(mode.strip()):
+    if not isinstance(mode, str) or not _MODE_RE.match(mode):
         entry.error("mode", mode, "not an octal mode", "Use a quoted octal string such as '1777' or '0755'.")
+        return None
+    if int(mode, 8) & 0o4000:
+        entry.error("mode", mode, "a mode with the setuid bit, which means nothing on a directory",
+                    "Leave it out: use e.g. '1777' (sticky, for shared temporary space), '2775' or '0755'.")
         return None
     # The kernel shows tmpfs modes as %03o: 0755 -> 755, 1777 -> 1777.
     return "%03o" % int(mode.strip(), 8)
@@ -270,6 +276,10 @@ def _check_extra_options(entry, options, flags):
         key = "options[%d]" % position
         if not isinstance(option, str) or not option.strip():
             entry.error(key, option, "not an option string", "Give each option as a string such as 'nofail'.")
+            continue
+        if not option.strip().isprintable() or any(char.isspace() for char in option.strip()):
+            entry.error(key, option, "an option with white space or a control character, which /etc/fstab cannot "
+                        "hold", "Write the option without spaces, tabs or newlines.")
             continue
         option = option.strip()
         if "," in option:

@@ -111,7 +111,8 @@ def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, 
     entry to absent (rollback). SWAP_DEVICES: the host's zram_devices, which the zram role sets up beside
     the policy (site.yml); their swap devices count in the budget. SWAP_KNOWN: entry name -> the zramN it
     got on an earlier run. SWAP_DEFAULTS: zram_device_defaults, under each of them. ROOTS: path -> mode, owner
-    and group that a mount's root keeps from the directory it goes over (over the purpose, under the entry).
+    and group that a mount's root keeps from the directory it goes over (over DEFAULTS, under the purpose and
+    the entry).
     Returns entries, errors, warnings, gates, budget and the backend requests.
     """
     errors = []
@@ -238,9 +239,11 @@ def _normalize(where, item, host, purposes, defaults, state, mem_total, errors, 
         entry.error("purpose", purpose, "not a known purpose", "Use one of %s." % ", ".join(PURPOSES))
         return None
     values = dict(defaults)
-    values.update(dict((key, value) for key, value in (purposes.get(purpose) or {}).items() if value is not None))
+    # A directory's own mode and owners win over the general defaults; a purpose says what its mounts need
+    # (database: 0700, postgres), and the entry has the last word.
     if isinstance(item.get("path"), str) and item["path"].startswith("/"):
         values.update(roots.get(normalize_path(item["path"])) or {})
+    values.update(dict((key, value) for key, value in (purposes.get(purpose) or {}).items() if value is not None))
     values.update(dict((key, value) for key, value in item.items() if value is not None))
     values["purpose"] = purpose
 

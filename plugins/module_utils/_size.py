@@ -199,6 +199,9 @@ def parse_size(expr, ram_bytes=None):
 def format_size(num_bytes):
     """Human form in binary units with one decimal: ``2.0 GiB``; bytes below 1 KiB stay whole."""
     num_bytes = int(num_bytes)
+    if abs(num_bytes) >= 1024 ** 7:
+        # Too large for a float, and for any host: say so rather than fail.
+        return "%sover 1024 EiB" % ("-" if num_bytes < 0 else "")
     if abs(num_bytes) < 1024:
         return "%d B" % num_bytes
     value = float(num_bytes)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 
 MIB = 1024 ** 2
-_DEVICE_RE = re.compile(r"^zram\d+$")
-_ALGORITHM_RE = re.compile(r"^[a-z0-9-]+$")
+_DEVICE_RE = re.compile(r"^zram\d+\Z")
+_ALGORITHM_RE = re.compile(r"^[a-z0-9-]+\Z")
 
 
 class GeneratorError(ValueError):

@@ -33,8 +33,8 @@ USES = ("swap", "filesystem")
 STATES = ("present", "absent")
 # Kernel swap priorities: -1 lets the kernel choose, 0..32767 are set by hand (swapon(8)).
 PRIORITY_RANGE = (-1, 32767)
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-_ALGORITHM_RE = re.compile(r"^[a-z0-9-]+$")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}\Z")
+_ALGORITHM_RE = re.compile(r"^[a-z0-9-]+\Z")
 
 
 def unit_name(name):

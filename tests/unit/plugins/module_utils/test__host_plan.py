@@ -205,6 +205,7 @@ def test_absent_of_the_distributions_tmp_only_drops_our_drop_in():
     ("-1", "ramdisk_mounts[0].owner is -1: not a valid id"),
     (4242, "ramdisk_mounts[0].owner is 4242: no such user on this host"),
     ("nobody-here", "ramdisk_mounts[0].owner is 'nobody-here': no such user on this host"),
+    ("root\n", "ramdisk_mounts[0].owner is 'root\\n': not a valid user or group name"),
 ])
 def test_owners_must_exist_and_fit_uid_t(owner, phrase):
     result = plan([{"path": "/srv/a", "size": "16M", "owner": owner}])
@@ -322,3 +323,20 @@ def test_a_backend_role_on_its_own_is_checked_on_the_host_the_same_way():
     assert "tmpfs_tmp.path is '/tmp': a symlink on this host" in result["errors"][0]
     assert [entry["path"] for entry in result["tmpfs"]] == ["/srv/data"]
     assert result["tmpfs"][0]["mode"] == "2750" and result["ramfs"][0]["record"]["size_bytes"] == 16 * 1024 * 1024
+
+
+def test_a_purpose_says_more_than_the_directory_it_goes_over():
+    host = facts(paths={"/var/lib/postgresql": {"exists": True, "is_dir": True, "empty": False, "usage_bytes": 1,
+                                                "inodes": 1, "complete": True, "uid": 111, "gid": 115,
+                                                "mode": "0755"}})
+    result = plan([{"path": "/var/lib/postgresql", "size": "16M", "purpose": "build"}], host_facts=host,
+                  purposes={"build": {"mode": "0700", "owner": "postgres"}})
+    assert result["errors"] == []
+    entry = result["tmpfs"][0]
+    assert (entry["mode"], entry["owner"]) == ("700", "postgres")
+
+
+@pytest.mark.parametrize("mode", ["0755\n", "4755", "7777"])
+def test_modes_a_directory_cannot_mean_are_refused(mode):
+    result = plan([{"path": "/srv/a", "size": "16M", "mode": mode}])
+    assert any("ramdisk_mounts[0].mode is" in error for error in result["errors"]), result["errors"]
