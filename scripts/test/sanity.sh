@@ -2,7 +2,7 @@
 # Runs `ansible-test sanity` for Python 3.11 on a fresh copy of the collection, offline.
 # Usage: scripts/test/sanity.sh [--core X.Y | --all] [more ansible-test sanity options, e.g. --test pep8]
 #   --core X.Y  use the ansible-core pinned in requirements/sanity-core-X.Y.txt, in .cache/venv-core-X.Y
-#               (or .venv when it has that very version); without a pin file, the newest X.Y.* from PyPI
+#               (or .venv when it has that very version; scripts/test/core_venv.sh makes it)
 #   --all       run once per requirements/sanity-core-*.txt (every supported ansible-core), in turn
 # The copy (.cache/ansible-test[-core-X.Y]/ansible_collections/ramdisk/provision) holds the tracked and the
 # untracked-but-not-ignored files, so ansible-test lints only the product and writes its
@@ -63,37 +63,7 @@ fi
 
 venv=.venv
 if [[ -n $core ]]; then
-  pins=requirements/sanity-core-$core.txt
-  pinned=
-  if [[ -f $pins ]]; then
-    pinned=$(sed -nE 's/^ansible-core==([0-9][^ ;#]*).*/\1/p' "$pins")
-    [[ -n $pinned ]] || { echo "sanity: $pins does not pin ansible-core==X.Y.Z" >&2; exit 2; }
-  else
-    echo "sanity: no $pins; taking the newest ansible-core $core.* from PyPI"
-  fi
-  dev_core=$(.venv/bin/python -c 'import ansible; print(ansible.__version__)' 2> /dev/null || true)
-  if [[ -n $pinned && $pinned == "$dev_core" ]]; then
-    echo "sanity: .venv has ansible-core $pinned, as $pins pins"
-  else
-    venv=.cache/venv-core-$core
-    stamp=$venv/.requirements.sha256
-    want=$(if [[ -f $pins ]]; then sha256sum "$pins" | cut -d' ' -f1; else echo "newest $core"; fi)
-    if [[ ! -x $venv/bin/ansible-test || ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-      if [[ -n $pinned ]]; then
-        echo "sanity: creating $venv with ansible-core $pinned ($pins)"
-      else
-        echo "sanity: creating $venv with the newest ansible-core $core.* from PyPI"
-      fi
-      rm -rf "$venv"
-      "python$PYTHON_VERSION" -m venv "$venv"
-      if [[ -f $pins ]]; then
-        "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$pins"
-      else
-        "$venv/bin/python" -m pip install -q --disable-pip-version-check "ansible-core==$core.*"
-      fi
-      echo "$want" > "$stamp"
-    fi
-  fi
+  venv=$(bash scripts/test/core_venv.sh "$core")
 fi
 [[ -x $venv/bin/ansible-test ]] || { echo "sanity: $venv/bin/ansible-test missing; run scripts/bootstrap.sh" >&2; exit 2; }
 core_version=$("$venv/bin/python" -c 'import ansible; print(ansible.__version__)')

@@ -5,34 +5,104 @@
 #   site (first run), site again (changed=0), the mounts the lab policies ask for on each host,
 #   facts, tmp_on_tmpfs (changed=0 after site), benchmark (report and data on the controller),
 #   rollback, and that every path of the policies is mounted as it was before site.
-# Run `make build` first (scripts/test/build.sh makes the tarball and checks it statically).
+# Usage: scripts/test/tarball_lab.sh [--core X.Y | --all]
+#   (none)      with the ansible-core of .venv
+#   --core X.Y  with ansible-core X.Y, from the venv scripts/test/core_venv.sh gives (the one sanity uses)
+#   --all       every requirements/sanity-core-*.txt at once, each on its own containers (pkg217-lab-*, ...)
+# The lab containers are always driven by .venv's ansible; ansible.posix, community.general and
+# community.docker come from the ansible package in .venv. Run `make build` first.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
 started=$SECONDS
-export PATH=$repo/.venv/bin:$PATH
+export ANSIBLE_CONFIG=${ANSIBLE_CONFIG:-$repo/scripts/ansible.cfg}
 
-version=$(python -c 'import yaml; print(yaml.safe_load(open("galaxy.yml"))["version"])')
+core=
+all=
+while (($#)); do
+  case $1 in
+    --core)
+      [[ $# -ge 2 && $2 =~ ^2\.[0-9]+$ ]] || { echo "tarball-lab: --core wants a version such as 2.17" >&2; exit 2; }
+      core=$2
+      shift 2
+      ;;
+    --all) all=1; shift ;;
+    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "tarball-lab: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+version=$(.venv/bin/python -c 'import yaml; print(yaml.safe_load(open("galaxy.yml"))["version"])')
 tarball=$repo/build/ramdisk-provision-$version.tar.gz
 [[ -f $tarball ]] || { echo "tarball-lab: FAILED: $tarball is missing (run make build first)"; exit 1; }
 
+if [[ -n $all ]]; then
+  [[ -z $core ]] || { echo "tarball-lab: give --core or --all, not both" >&2; exit 2; }
+  mapfile -t cores < <(find requirements -maxdepth 1 -name 'sanity-core-*.txt' | sed -E 's/.*sanity-core-([0-9.]+)\.txt$/\1/' | sort -V)
+  ((${#cores[@]})) || { echo "tarball-lab: no requirements/sanity-core-*.txt" >&2; exit 2; }
+  # The venvs first, one at a time, so no two pip runs race; then every core at once.
+  for each in "${cores[@]}"; do bash scripts/test/core_venv.sh "$each" > /dev/null; done
+  declare -A pid=()
+  for each in "${cores[@]}"; do
+    bash "$0" --core "$each" &
+    pid[$each]=$!
+  done
+  summary=()
+  failed=0
+  for each in "${cores[@]}"; do
+    if wait "${pid[$each]}"; then
+      summary+=("ansible-core $each: passed")
+    else
+      summary+=("ansible-core $each: FAILED")
+      failed=$((failed + 1))
+    fi
+  done
+  printf 'tarball-lab: %s\n' "${summary[@]}"
+  if ((failed)); then
+    echo "tarball-lab: FAILED on $failed of ${#cores[@]} ansible-core versions ($((SECONDS - started)) s)"
+    exit 1
+  fi
+  echo "tarball-lab: PASSED on ansible-core ${cores[*]} ($((SECONDS - started)) s)"
+  exit 0
+fi
+
+if [[ -n $core ]]; then
+  venv=$repo/$(bash scripts/test/core_venv.sh "$core")
+else
+  venv=$repo/.venv
+fi
+core_version=$("$venv/bin/python" -c 'import ansible; print(ansible.__version__)')
+core=${core:-$(cut -d. -f1,2 <<< "$core_version")}
+# Every message names the core: with --all, the runs print side by side.
+say() { echo "tarball-lab [$core]: $*"; }
+# The collections the tarball depends on: the ansible package's, in .venv.
+deps=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+[[ -d $deps/ansible_collections/ansible/posix ]] || { say "FAILED: no ansible.posix under $deps (run scripts/bootstrap.sh)"; exit 1; }
+lab_playbook() { ANSIBLE_COLLECTIONS_PATH=$deps "$repo/.venv/bin/ansible-playbook" "$@"; }
 tmp=$(mktemp -d)
 inventory=$tmp/inventory
-prefix=pkg-
+prefix=pkg${core//./}-
+# The playbooks' output stays here, one log per playbook.
+logs=$repo/build/tarball-lab/$core
+rm -rf "$logs"
+mkdir -p "$logs"
 down() {
-  ANSIBLE_COLLECTIONS_PATH=$tmp ansible-playbook -i "$inventory" "$repo/scripts/lab/lab.yml" -e lab_state=absent > /dev/null 2>&1 || true
+  lab_playbook -i "$inventory" "$repo/scripts/lab/lab.yml" -e lab_state=absent > /dev/null 2>&1 || true
   rm -rf "$tmp"
 }
 trap down EXIT
 
-echo "tarball-lab: installing $tarball offline into an empty collections path"
-export ANSIBLE_COLLECTIONS_PATH=$tmp
-ansible-galaxy collection install --offline --no-deps -p "$tmp" "$tarball" > /dev/null
+say "installing $(basename "$tarball") offline into an empty collections path with ansible-core $core_version"
+# Only that path: where make's collections path (the checkout) is seen, the install is skipped as done.
+ANSIBLE_COLLECTIONS_PATH=$tmp "$venv/bin/ansible-galaxy" collection install --offline --no-deps -p "$tmp" "$tarball" > "$logs/install.log" 2>&1 ||
+  { sed 's/^/  /' "$logs/install.log"; say "FAILED: ansible-galaxy collection install"; exit 1; }
+[[ -f $tmp/ansible_collections/ramdisk/provision/MANIFEST.json ]] ||
+  { sed 's/^/  /' "$logs/install.log"; say "FAILED: the tarball was not installed into $tmp"; exit 1; }
 
 # The lab inventory and its group policies, with every host renamed to $prefix<host>: containers of
 # their own, so a lab that `make demo` brought up is not touched.
 cp -r inventories/lab "$inventory"
-python - "$inventory/hosts.yml" "$prefix" <<'EOF'
+.venv/bin/python - "$inventory/hosts.yml" "$prefix" <<'PYTHON'
 import sys, yaml
 path, prefix = sys.argv[1:]
 def rename(group):
@@ -43,35 +113,37 @@ def rename(group):
 inventory = yaml.safe_load(open(path))
 rename(inventory['all'])
 open(path, 'w').write('---\n' + yaml.safe_dump(inventory, sort_keys=False))
-EOF
-mapfile -t hosts < <(ansible-inventory -i "$inventory" --list | python -c 'import json,sys; print("\n".join(sorted(json.load(sys.stdin)["_meta"]["hostvars"])))')
+PYTHON
+mapfile -t hosts < <(.venv/bin/ansible-inventory -i "$inventory/hosts.yml" --list |
+  .venv/bin/python -c 'import json,sys; print("\n".join(sorted(json.load(sys.stdin)["_meta"]["hostvars"])))')
+((${#hosts[@]})) || { say "FAILED: no hosts in $inventory/hosts.yml"; exit 1; }
 
-echo "tarball-lab: lab containers ${hosts[*]}"
+say "lab containers ${hosts[*]}"
 # Fresh containers: any left by an interrupted run go first.
-ansible-playbook -i "$inventory" "$repo/scripts/lab/lab.yml" -e lab_state=absent > /dev/null 2>&1 || true
-ansible-playbook -i "$inventory" "$repo/scripts/lab/lab.yml" > "$tmp/lab.log" 2>&1 ||
-  { tail -n 40 "$tmp/lab.log"; echo "tarball-lab: FAILED: the lab containers did not come up"; exit 1; }
+lab_playbook -i "$inventory" "$repo/scripts/lab/lab.yml" -e lab_state=absent > /dev/null 2>&1 || true
+lab_playbook -i "$inventory" "$repo/scripts/lab/lab.yml" > "$logs/lab.log" 2>&1 ||
+  { tail -n 40 "$logs/lab.log"; say "FAILED: the lab containers did not come up"; exit 1; }
 
 # From an empty directory: nothing of the checkout can be picked up as a collection or a playbook.
 work=$tmp/work
 mkdir -p "$work"
 cd "$work"
 
-# Runs one playbook of the installed collection; prints the recap; keeps the output in $tmp/<label>.log.
+# Runs one playbook of the installed collection with the core under test; prints the recap.
 play() {
   local label=$1; shift
   local began=$SECONDS
-  if ! ansible-playbook -i "$inventory" "$@" > "$tmp/$label.log" 2>&1; then
-    tail -n 60 "$tmp/$label.log" | sed 's/^/tarball-lab:   /'
-    echo "tarball-lab: FAILED: $label"
+  if ! ANSIBLE_COLLECTIONS_PATH=$tmp:$deps "$venv/bin/ansible-playbook" -i "$inventory" "$@" > "$logs/$label.log" 2>&1; then
+    tail -n 60 "$logs/$label.log" | sed "s/^/tarball-lab [$core]:   /"
+    say "FAILED: $label (log: build/tarball-lab/$core/$label.log)"
     exit 1
   fi
-  echo "tarball-lab: $label passed ($((SECONDS - began)) s)"
-  sed -n '/^PLAY RECAP/,$p' "$tmp/$label.log" | grep -E 'ok=' | sed 's/^/tarball-lab:   /'
+  say "$label passed ($((SECONDS - began)) s)"
+  sed -n '/^PLAY RECAP/,$p' "$logs/$label.log" | grep -E 'ok=' | sed "s/^/tarball-lab [$core]:   /"
 }
 # The sum of changed= over the recap of one log.
 changed() {
-  sed -n '/^PLAY RECAP/,$p' "$tmp/$1.log" | grep -oE 'changed=[0-9]+' | awk -F= '{ sum += $2 } END { print sum + 0 }'
+  sed -n '/^PLAY RECAP/,$p' "$logs/$1.log" | grep -oE 'changed=[0-9]+' | awk -F= '{ sum += $2 } END { print sum + 0 }'
 }
 
 # What the lab's group policies ask for (inventories/lab/group_vars), read back with findmnt.
@@ -94,7 +166,7 @@ declare -A before=()
 check_mounts() {
   local when=$1 host pair path fstype out line bad=()
   for host in "${hosts[@]}"; do
-    out=$(mounts_of "$host") || { echo "$out"; echo "tarball-lab: FAILED: cannot read the mounts of $host"; exit 1; }
+    out=$(mounts_of "$host") || { echo "$out"; say "FAILED: cannot read the mounts of $host"; exit 1; }
     for pair in ${want[$host]:-}; do
       path=${pair%=*} fstype=${pair#*=}
       line=$(mount_line "$out" "$path")
@@ -110,33 +182,36 @@ check_mounts() {
     done
   done
   if ((${#bad[@]})); then
-    printf 'tarball-lab:   %s\n' "${bad[@]}"
-    echo "tarball-lab: FAILED: mounts $when"
+    printf "tarball-lab [$core]:   %s\n" "${bad[@]}"
+    say "FAILED: mounts $when"
     exit 1
   fi
   if [[ $when == before ]]; then return; fi
-  echo "tarball-lab: mounts $when: as expected on ${hosts[*]}"
+  say "mounts $when: as expected on ${hosts[*]}"
 }
 check_mounts before
 play site ramdisk.provision.site
-(($(changed site) > 0)) || { echo "tarball-lab: FAILED: site changed nothing on fresh containers"; exit 1; }
+(($(changed site) > 0)) || { say "FAILED: site changed nothing on fresh containers"; exit 1; }
 play site-again ramdisk.provision.site
-(($(changed site-again) == 0)) || { echo "tarball-lab: FAILED: site run again changed $(changed site-again) tasks (should be 0)"; exit 1; }
+(($(changed site-again) == 0)) || { say "FAILED: site run again changed $(changed site-again) tasks (should be 0)"; exit 1; }
 
 check_mounts applied
 
 play facts ramdisk.provision.facts
 play tmp_on_tmpfs ramdisk.provision.tmp_on_tmpfs
-(($(changed tmp_on_tmpfs) == 0)) || { echo "tarball-lab: FAILED: tmp_on_tmpfs after site changed $(changed tmp_on_tmpfs) tasks"; exit 1; }
+(($(changed tmp_on_tmpfs) == 0)) || { say "FAILED: tmp_on_tmpfs after site changed $(changed tmp_on_tmpfs) tasks"; exit 1; }
 
-play benchmark ramdisk.provision.benchmark -e benchmark_run_id=tarball
+# The report's charts need matplotlib in the Python that runs Ansible; a core's own venv has none.
+charts=true
+"$venv/bin/python" -c 'import matplotlib' 2> /dev/null || charts=false
+play benchmark ramdisk.provision.benchmark -e benchmark_run_id=tarball -e benchmark_charts=$charts
 results=$work/benchmark-results/tarball
 for file in report.md results.csv; do
-  [[ -s $results/$file ]] || { find "$work" | head -40; echo "tarball-lab: FAILED: the benchmark left no $results/$file"; exit 1; }
+  [[ -s $results/$file ]] || { find "$work" | head -40; say "FAILED: the benchmark left no $results/$file"; exit 1; }
 done
-echo "tarball-lab: benchmark results in the working directory: $(find "$results" -maxdepth 1 -type f -printf '%f ')"
+say "benchmark results in the working directory (charts: $charts): $(find "$results" -maxdepth 1 -type f -printf '%f ')"
 
 play rollback ramdisk.provision.rollback
 check_mounts "rolled back"
 
-echo "tarball-lab: PASSED (the installed tarball ran site, site again, facts, tmp_on_tmpfs, benchmark and rollback on ${#hosts[@]} lab hosts, $((SECONDS - started)) s)"
+say "PASSED (the installed tarball ran site, site again, facts, tmp_on_tmpfs, benchmark and rollback on ${#hosts[@]} lab hosts, $((SECONDS - started)) s)"
