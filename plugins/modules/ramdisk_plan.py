@@ -200,7 +200,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ramdisk.provision.plugins.module_utils._host_facts import TMP, gather
+from ansible_collections.ramdisk.provision.plugins.module_utils._host_facts import TMP, _read, gather
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, plan_host
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import normalize_path, path_text_problem
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
@@ -208,14 +208,6 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import p
 ZRAM_RECORD_DIR = "/etc/ramdisk-provision/zram"
 PERSIST_CONF_DIR = "/etc/ramdisk-provision/persist"
 UNIT_DIR = "/etc/systemd/system"
-
-
-def _read(path):
-    try:
-        with open(path, "r", errors="replace") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
 
 
 class HostView(object):
