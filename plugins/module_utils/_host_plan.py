@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_steps
 from ansible_collections.ramdisk.provision.plugins.module_utils._brd_plan import plan_brd
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import review_persist
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
@@ -519,6 +520,8 @@ def _check_on_host(host, errors, warnings, facts, view, records, kept, policy, b
             # ramfs has no size of its own: ramdisk_facts shows this one as its declared cap.
             "size_bytes": entry.get("ram_bytes"),
         }
+    if not errors:
+        plan_steps(tmpfs["mounts"] + ramfs["mounts"], facts, view, records)
     return {
         "errors": errors,
         "warnings": warnings,
@@ -531,3 +534,26 @@ def _check_on_host(host, errors, warnings, facts, view, records, kept, policy, b
         "persist": review["decisions"],
         "backends": dict(backends, brd=backends["brd"] or {}),
     }
+
+
+def plan_steps(mounts, facts, view, records):
+    """Give each tmpfs and ramfs entry the names, texts and steps the mount role loops over (_mount_steps)."""
+    systemd = view.systemd()
+    vendor_tmp = view.vendor_tmp_mount()
+    fstab = view.read("/etc/fstab")
+    paths = facts.get("paths") or {}
+    for entry in mounts:
+        entry.update(_mount_steps.item(dict(entry, steps=None), vendor_tmp, systemd))
+        found = paths.get(entry["path"]) or paths.get(entry.get("path_given") or entry["path"]) or {}
+        names = entry["files"]
+        host = {
+            "fstab": fstab,
+            "root": found if found.get("exists") else None,
+            "uid": view.user(entry["owner"]) if entry.get("owner") is not None else None,
+            "gid": view.group(entry["group"]) if entry.get("group") is not None else None,
+            "record": records.get(entry["path"]),
+            "files": dict((name, view.read(name)) for name in (names["seed"], names["tmpfiles"], _mount_steps.DROPIN)),
+            "links": [name for name in (names["seed_link"],) if view.exists(name)],
+            "systemd": systemd,
+        }
+        entry["steps"] = _mount_steps.steps(entry, host)

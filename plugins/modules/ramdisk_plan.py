@@ -235,6 +235,15 @@ class HostView(object):
     def realpath(self, path):
         return os.path.realpath(path)
 
+    @staticmethod
+    def read(path):
+        """A file's text, or None when it is missing or unreadable."""
+        return _read(path)
+
+    @staticmethod
+    def exists(path):
+        return os.path.lexists(path)
+
     def records(self):
         out = {}
         for name in sorted(glob.glob(os.path.join(RECORD_DIR, "*.json"))):

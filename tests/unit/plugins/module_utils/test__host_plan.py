@@ -18,7 +18,7 @@ class FakeView(object):
     """A host: links, accounts, records, and what the kernel and mkfs refuse."""
 
     def __init__(self, links=None, users=None, groups=None, records=None, refuse_options=(), mkfs=("ext4",),
-                 mkfs_refuse=None, systemd=True, trial_unavailable=None, vendor_tmp=False):
+                 mkfs_refuse=None, systemd=True, trial_unavailable=None, vendor_tmp=False, files=None):
         self.links = links or {}
         self.users = users or {"root": 0, "postgres": 111}
         self.groups = groups or {"root": 0, "postgres": 115}
@@ -30,6 +30,7 @@ class FakeView(object):
         self.trial_unavailable = trial_unavailable
         self.vendor_tmp = vendor_tmp
         self.trials = []
+        self.files = files or {}
 
     def first_link(self, path):
         for link, target in sorted(self.links.items()):
@@ -43,6 +44,12 @@ class FakeView(object):
 
     def records(self):
         return self._records
+
+    def read(self, path):
+        return self.files.get(path)
+
+    def exists(self, path):
+        return path in self.files
 
     def zram_records(self):
         return {}

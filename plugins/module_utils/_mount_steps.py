@@ -1,0 +1,226 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the mount role still has to do for each planned mount, so that its tasks loop over only that.
+
+The mount role carries out a plan with a few looped tasks (ansible.posix.mount, file, copy, template,
+systemd_service). Each item says which of them it needs in `steps`; ramdisk_plan decides that on the host
+by comparing what is there (the fstab line, the root's mode and owner, the record, the unit files) with what
+the entry asks for, so a run with nothing to change runs none of them. Without that knowledge (an entry a
+zram or brd preflight planned) every step is on: each module is idempotent on its own.
+
+The files the role writes (the boot-time copy unit, the tmpfiles line, the tmp.mount drop-in) are rendered
+here, once: the role's templates put the ansible_managed header above the text, and the host-side check
+compares the text under that header. No Ansible module writes a systemd unit from fields or compares an
+fstab line without changing it, hence this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+STAGE_ROOT = "/run/ramdisk-provision/lower"
+UNIT_DIR = "/etc/systemd/system"
+TMPFILES_DIR = "/etc/tmpfiles.d"
+DROPIN = "/etc/systemd/system/tmp.mount.d/50-ramdisk-provision.conf"
+RECORD_DIR = "/etc/ramdisk-provision/mounts"
+# The boot-time copy unit's [Install] WantedBy: enabling it makes this link.
+SEED_WANTS = "/etc/systemd/system/local-fs.target.wants"
+
+
+
+def token(path):
+    """The same rule as _plan.mount_token(), for entries that come without one."""
+    return "%s-%s" % (re.sub(r"[^A-Za-z0-9_.]", "-", path[1:]), hashlib.sha1(path.encode("utf-8")).hexdigest()[:8])
+
+
+def _octal(mode):
+    return "%04o" % int(str(mode), 8)
+
+
+def seed_unit(entry, stage):
+    """The boot-time copy unit of a migrated mount without persist."""
+    path = entry["path"]
+    parent = path.rsplit("/", 1)[0] or "/"
+    lower = "%s/%s" % (stage, path.rsplit("/", 1)[1])
+    lines = [
+        "# The RAM mount at %s starts empty at boot; this copies in the directory that lies" % path,
+        "# under it on disk, seen through a private, non-recursive bind of its parent. The disk copy is only read.",
+        "[Unit]",
+        "Description=Copy the disk contents of %s into its RAM mount" % path,
+        "DefaultDependencies=no",
+        "RequiresMountsFor=%s" % path,
+        "ConditionPathIsMountPoint=%s" % path,
+        "Before=local-fs.target",
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        "ExecStart=/usr/bin/mkdir -p %s" % stage,
+        "ExecStart=/usr/bin/mount --bind %s %s" % (parent, stage),
+        "ExecStart=/usr/bin/mount --make-private %s" % stage,
+        "ExecStart=/usr/bin/cp -a --no-target-directory %s/. %s" % (lower, path),
+        "# cp -a also gave the mount's root the disk directory's owner and mode: set the entry's again.",
+    ]
+    if entry.get("owner") is not None:
+        group = entry.get("group")
+        lines.append("ExecStart=/usr/bin/chown %s%s %s" % (entry["owner"], (":%s" % group) if group is not None else "",
+                                                           path))
+    if entry.get("mode") is not None:
+        lines.append("ExecStart=/usr/bin/chmod %s %s" % (entry["mode"], path))
+    lines += [
+        "ExecStart=/usr/bin/umount %s" % stage,
+        "ExecStopPost=-/usr/bin/umount %s" % stage,
+        "",
+        "[Install]",
+        "WantedBy=local-fs.target",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def tmpfiles_line(entry):
+    """Mode and owner of a mount whose file system takes no mode=/uid=/gid= (ramfs, ext4, xfs), set at boot."""
+    return ("# Mode and owner of the %s mounted at %s, set again at every boot.\n"
+            "z %s %s %s %s -\n" % (entry["fstype"], entry["path"], entry["path"],
+                                   "-" if entry.get("mode") is None else _octal(entry["mode"]),
+                                   entry.get("owner") or "-", entry.get("group") or "-"))
+
+
+def dropin(options):
+    """The drop-in that adjusts the distribution's own tmp.mount rather than replacing it."""
+    return ("# Adjusts the distribution's own tmp.mount rather than replacing it.\n"
+            "[Mount]\nWhat=tmpfs\nType=tmpfs\nOptions=%s\n" % ",".join(options))
+
+
+def default_steps(item, systemd, exists):
+    """Steps for an entry nobody looked at on the host: every one that can apply to it (EXISTS: the path)."""
+    return {
+        "mkdir": not exists,
+        "fstab": not item["use_dropin"],
+        "dropin": item["use_dropin"],
+        "seed": bool(item["seeded"] and systemd),
+        "enable": bool(item["seeded"] and systemd),
+        "unseed": not item["seeded"],
+        "root": True,
+        "record": True,
+        "tmpfiles": bool(item["texts"]["tmpfiles"] and systemd),
+    }
+
+
+def item(entry, vendor_tmp, systemd, paths=None):
+    """ENTRY with the names and texts the role's tasks use; its `steps` stay as decided, or all that apply.
+
+    PATHS: ramdisk_facts' paths, for whether a mount point exists when nobody decided the steps.
+    """
+    out = dict(entry)
+    out["token"] = entry.get("token") or token(entry["path"])
+    if "use_dropin" not in entry:
+        out["use_dropin"] = bool(entry["path"] == "/tmp" and entry.get("fstype") == "tmpfs" and vendor_tmp and systemd)
+    out["seeded"] = bool(entry.get("migrate") and not entry.get("persist") and entry["path"] != "/tmp")
+    out["stage"] = "%s/%s" % (STAGE_ROOT, out["token"])
+    out["files"] = {
+        "seed": "%s/ramdisk-seed-%s.service" % (UNIT_DIR, out["token"]),
+        "seed_link": "%s/ramdisk-seed-%s.service" % (SEED_WANTS, out["token"]),
+        "tmpfiles": "%s/ramdisk-provision-%s.conf" % (TMPFILES_DIR, out["token"]),
+        "record": "%s/%s.json" % (RECORD_DIR, out["token"]),
+    }
+    out["texts"] = {
+        "seed": seed_unit(entry, out["stage"]) if out["seeded"] else None,
+        "tmpfiles": tmpfiles_line(entry) if entry.get("fstype") != "tmpfs" else None,
+        "dropin": dropin(entry.get("options") or []) if out["use_dropin"] else None,
+    }
+    if not out.get("record"):
+        out["record"] = {"path": entry["path"], "fstype": entry.get("fstype"), "created_dir": False, "root_kept": {}}
+    if not isinstance(out.get("steps"), dict):
+        found = (paths or {}).get(entry["path"]) or (paths or {}).get(entry.get("path_given") or entry["path"]) or {}
+        out["steps"] = default_steps(out, systemd, bool(found.get("exists")))
+    # Moving data in (migrate) and keeping it in a backing (persist) take a task tree of their own, one entry
+    # at a time; every other entry is one loop item of each task its steps ask for.
+    out["deep"] = bool(entry.get("action") == "migrate" or entry.get("persist"))
+    out["todo"] = bool(entry.get("action") in ("mount", "migrate", "remount", "unmount") or out["deep"]
+                       or any(out["steps"].values()))
+    return out
+
+
+def items(plan, vendor_tmp, systemd, paths=None):
+    return [item(entry, vendor_tmp, systemd, paths) for entry in plan or []]
+
+
+def written(content, text):
+    """Whether a file's CONTENT is TEXT under a header of comment lines (the role's ansible_managed)."""
+    if content is None or text is None:
+        return False
+    content = content.rstrip("\n")
+    text = text.rstrip("\n")
+    if not content.endswith(text):
+        return False
+    head = content[:len(content) - len(text)]
+    return all(not line.strip() or line.startswith("#") for line in head.split("\n"))
+
+
+def fstab_lines(text, path):
+    """The fields of each /etc/fstab line for PATH (comments and blank lines aside)."""
+    out = []
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if fields and not fields[0].startswith("#") and len(fields) >= 2 and fields[1] == path:
+            out.append(fields)
+    return out
+
+
+def fstab_same(text, entry):
+    """One line for the path, just as ansible.posix.mount state=present would write it (dump and pass 0)."""
+    lines = fstab_lines(text, entry["path"])
+    if len(lines) != 1:
+        return False
+    fields = lines[0] + ["0"] * (6 - len(lines[0]))
+    return fields[:6] == [entry["src"], entry["path"], entry["fstype"], ",".join(entry["options"]), "0", "0"]
+
+
+def root_same(root, entry, uid, gid):
+    """Whether the live root (ROOT: mode, uid, gid as read) already has the entry's mode and owner."""
+    if not root or root.get("mode") is None:
+        return False
+    if entry.get("mode") is not None and int(str(root["mode"]), 8) != int(str(entry["mode"]), 8):
+        return False
+    if entry.get("owner") is not None and uid != root.get("uid"):
+        return False
+    if entry.get("group") is not None and gid != root.get("gid"):
+        return False
+    return True
+
+
+def steps(entry, host):
+    """The steps ENTRY (an item()) still needs, from HOST: what was read there.
+
+    HOST: fstab (text), root (mode, uid, gid of the path, None when missing), uid, gid (the entry's owner and
+    group as numbers), record (the current record, or None), files (path -> content or None), links (paths
+    that exist among the item's link paths), systemd.
+    """
+    files = host.get("files") or {}
+    texts = entry["texts"]
+    names = entry["files"]
+    systemd = host.get("systemd")
+    unit_there = files.get(names["seed"]) is not None
+    if entry["state"] == "absent":
+        return {
+            "dropin": entry["use_dropin"] and files.get(DROPIN) is not None,
+            "fstab": not entry["use_dropin"] and bool(fstab_lines(host.get("fstab"), entry["path"])),
+            "unseed": unit_there,
+            "tmpfiles": files.get(names["tmpfiles"]) is not None,
+            "record": host.get("record") is not None,
+        }
+    new = entry.get("action") in ("mount", "migrate")
+    seed_written = written(files.get(names["seed"]), texts["seed"])
+    return {
+        "mkdir": host.get("root") is None,
+        "fstab": not entry["use_dropin"] and not fstab_same(host.get("fstab"), entry),
+        "dropin": entry["use_dropin"] and not written(files.get(DROPIN), texts["dropin"]),
+        "seed": bool(entry["seeded"] and systemd and not seed_written),
+        "enable": bool(entry["seeded"] and systemd and not (seed_written and names["seed_link"] in (host.get("links") or ()))),
+        "unseed": not entry["seeded"] and unit_there,
+        "root": new or not root_same(host.get("root"), entry, host.get("uid"), host.get("gid")),
+        "record": host.get("record") != entry["record"],
+        "tmpfiles": bool(texts["tmpfiles"] and systemd and not written(files.get(names["tmpfiles"]),
+                                                                        texts["tmpfiles"])),
+    }

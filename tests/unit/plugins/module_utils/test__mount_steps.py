@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""_mount_steps: what the mount role still has to do for each planned mount, from what the host shows."""
+
+from __future__ import annotations
+
+from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_steps as ms
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import mount_token
+
+HEADER = "#\n# Ansible managed\n#\n"
+
+
+def entry(**over):
+    out = {"path": "/srv/cache", "state": "mounted", "fstype": "tmpfs", "src": "tmpfs", "action": "ok",
+           "options": ["size=16M", "mode=0755", "nosuid", "nodev"], "mode": "0755", "owner": "root",
+           "group": "root", "migrate": True, "persist": None,
+           "record": {"path": "/srv/cache", "fstype": "tmpfs", "created_dir": True, "root_kept": {},
+                      "size_bytes": 16777216}}
+    out.update(over)
+    return out
+
+
+def settled(item):
+    """What the host shows once the role has carried ITEM out: a second run has nothing to do."""
+    files = {}
+    if item["texts"]["seed"]:
+        files[item["files"]["seed"]] = HEADER + item["texts"]["seed"]
+    if item["texts"]["tmpfiles"]:
+        files[item["files"]["tmpfiles"]] = HEADER + item["texts"]["tmpfiles"]
+    if item["texts"]["dropin"]:
+        files[ms.DROPIN] = HEADER + item["texts"]["dropin"]
+    return {
+        "fstab": "# comment\nUUID=x / ext4 defaults 0 1\n%s %s %s %s 0 0\n" % (
+            item["src"], item["path"], item["fstype"], ",".join(item["options"])),
+        "root": {"exists": True, "mode": "0755", "uid": 0, "gid": 0},
+        "uid": 0, "gid": 0,
+        "record": dict(item["record"]),
+        "files": files,
+        "links": [item["files"]["seed_link"]],
+        "systemd": True,
+    }
+
+
+def test_token_is_the_planners_rule():
+    for path in ("/srv/cache", "/srv/a-b", "/srv/a/b", "/var/lib/pg data"):
+        assert ms.token(path) == mount_token(path)
+
+
+def test_a_settled_mount_needs_nothing():
+    item = ms.item(entry(), vendor_tmp=False, systemd=True)
+    steps = ms.steps(item, settled(item))
+    assert not any(steps.values()), steps
+
+
+def test_a_new_mount_needs_every_step_that_applies():
+    item = ms.item(entry(action="mount"), vendor_tmp=False, systemd=True)
+    host = {"fstab": "", "root": None, "uid": 0, "gid": 0, "record": None, "files": {}, "links": [],
+            "systemd": True}
+    steps = ms.steps(item, host)
+    assert steps == {"mkdir": True, "fstab": True, "dropin": False, "seed": True, "enable": True,
+                     "unseed": False, "root": True, "record": True, "tmpfiles": False}
+
+
+def test_each_difference_turns_on_its_own_step():
+    item = ms.item(entry(), vendor_tmp=False, systemd=True)
+    cases = {
+        "fstab": lambda h: h.update(fstab=h["fstab"].replace("size=16M", "size=32M")),
+        "root": lambda h: h["root"].update(mode="0700"),
+        "record": lambda h: h.update(record=None),
+        "seed": lambda h: h["files"].update({item["files"]["seed"]: HEADER + "[Unit]\n"}),
+        "enable": lambda h: h.update(links=[]),
+    }
+    for name, change in cases.items():
+        host = settled(item)
+        change(host)
+        on = set(key for key, value in ms.steps(item, host).items() if value)
+        expected = {"seed", "enable"} if name == "seed" else {name}
+        assert on == expected, (name, on)
+
+
+def test_a_second_fstab_line_for_the_path_is_rewritten():
+    item = ms.item(entry(), vendor_tmp=False, systemd=True)
+    host = settled(item)
+    host["fstab"] += "tmpfs /srv/cache tmpfs size=1M 0 0\n"
+    assert ms.steps(item, host)["fstab"]
+
+
+def test_owner_by_number_and_by_name_compare_as_numbers():
+    item = ms.item(entry(owner="postgres", group="postgres"), vendor_tmp=False, systemd=True)
+    host = settled(item)
+    host.update(uid=111, gid=115)
+    host["root"].update(uid=111, gid=115)
+    assert not ms.steps(item, host)["root"]
+    host["root"].update(gid=0)
+    assert ms.steps(item, host)["root"]
+
+
+def test_a_unit_left_from_an_earlier_migrate_goes():
+    item = ms.item(entry(migrate=False), vendor_tmp=False, systemd=True)
+    host = settled(item)
+    assert not ms.steps(item, host)["unseed"]
+    host["files"][item["files"]["seed"]] = HEADER + "old"
+    assert ms.steps(item, host)["unseed"]
+
+
+def test_written_needs_only_comments_above_the_text():
+    assert ms.written(HEADER + "a\nb\n", "a\nb\n")
+    assert ms.written("a\nb", "a\nb\n")
+    assert not ms.written("x\na\nb\n", "a\nb\n")
+    assert not ms.written(None, "a\n")
+
+
+def test_tmp_under_the_vendor_unit_uses_the_dropin_not_fstab():
+    item = ms.item(entry(path="/tmp", migrate=False, options=["size=1G", "mode=1777"]), vendor_tmp=True,
+                   systemd=True)
+    assert item["use_dropin"] and item["texts"]["dropin"].endswith("Options=size=1G,mode=1777\n")
+    host = settled(item)
+    host["fstab"] = ""
+    steps = ms.steps(item, host)
+    assert not steps["fstab"] and not steps["dropin"]
+    host["files"][ms.DROPIN] = HEADER + "[Mount]\nOptions=size=2G\n"
+    assert ms.steps(item, host)["dropin"]
+
+
+def test_ramfs_gets_a_tmpfiles_line():
+    item = ms.item(entry(fstype="ramfs", src="ramfs", options=["nosuid", "nodev"], mode="750", owner=None),
+                   vendor_tmp=False, systemd=True)
+    assert item["texts"]["tmpfiles"].endswith("z /srv/cache 0750 - root -\n")
+    host = settled(item)
+    assert not ms.steps(item, host)["tmpfiles"]
+    del host["files"][item["files"]["tmpfiles"]]
+    assert ms.steps(item, host)["tmpfiles"]
+
+
+def test_absent_steps_follow_what_is_left():
+    item = ms.item(entry(state="absent", action="unmount"), vendor_tmp=False, systemd=True)
+    host = settled(item)
+    assert ms.steps(item, host) == {"dropin": False, "fstab": True, "unseed": True, "tmpfiles": False,
+                                    "record": True}
+    gone = {"fstab": "UUID=x / ext4 defaults 0 1\n", "root": None, "record": None, "files": {}, "links": [],
+            "systemd": True}
+    assert not any(ms.steps(item, gone).values())
+
+
+def test_an_entry_nobody_looked_at_gets_every_step_that_applies():
+    zram = entry(path="/srv/z", fstype="ext4", src="/dev/zram1", migrate=False, record=None, steps=None)
+    item = ms.item(zram, vendor_tmp=False, systemd=True, paths={"/srv/z": {"exists": True}})
+    assert item["steps"] == {"mkdir": False, "fstab": True, "dropin": False, "seed": False, "enable": False,
+                             "unseed": True, "root": True, "record": True, "tmpfiles": True}
+    assert item["record"]["path"] == "/srv/z" and item["todo"] and not item["deep"]
+
+
+def test_migrate_and_persist_take_the_deep_path():
+    assert ms.item(entry(action="migrate"), False, True)["deep"]
+    assert ms.item(entry(persist={"backing": "/var/lib/x"}), False, True)["deep"]
+    assert not ms.item(entry(action="mount"), False, True)["deep"]
