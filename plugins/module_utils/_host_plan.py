@@ -239,6 +239,28 @@ def mount_errors(host, mounts, facts, records, policy_paths, vendor_tmp=False):
     return errors
 
 
+def busy_errors(host, mounts, view, vendor_tmp=False):
+    """A mount to remove that processes still use cannot be unmounted: say so before anything changes.
+
+    With persist, the services it names are stopped first, so they are not counted here (others still are,
+    by the umount itself). /tmp under the distribution's tmp.mount is not unmounted by this collection.
+    """
+    errors = []
+    for entry in mounts:
+        if entry["state"] != "absent" or entry.get("action") != "unmount" or entry.get("persist") or (
+                vendor_tmp and entry["path"] == "/tmp" and entry.get("fstype") == "tmpfs"):
+            continue
+        users = view.users_of(entry["path"])
+        if users:
+            errors.append("Host %s: %s.state is 'absent', but '%s' is in use by %s, so it cannot be unmounted. Stop "
+                          "%s first (fuser -vm %s lists them), then run again." % (
+                              host, entry["label"], entry["path"],
+                              ", ".join("pid %d (%s)" % user for user in users[:5])
+                              + (" and %d more" % (len(users) - 5) if len(users) > 5 else ""),
+                              "it" if len(users) == 1 else "them", entry["path"]))
+    return errors
+
+
 def _holder(mounts, path):
     best = None
     for mount in mounts:
@@ -480,6 +502,7 @@ def _check_on_host(host, errors, warnings, facts, view, records, kept, policy, b
 
     errors.extend(mount_errors(host, mounts, facts, records, policy_paths | set(m["path"] for m in zram_mounts),
                                view.systemd() and view.vendor_tmp_mount()))
+    errors.extend(busy_errors(host, mounts, view, view.systemd() and view.vendor_tmp_mount()))
     problems, ids = account_errors(host, mounts, view, kept)
     errors.extend(problems)
 

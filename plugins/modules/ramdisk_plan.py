@@ -244,6 +244,37 @@ class HostView(object):
     def exists(path):
         return os.path.lexists(path)
 
+    @staticmethod
+    def users_of(path):
+        """(pid, command) of each process with a file, directory or mapping under PATH, as fuser -m finds them.
+
+        Read from /proc by hand: psutil is not on every host, and fuser (psmisc) is not either.
+        """
+        prefix = path.rstrip("/") + "/"
+        found = []
+        for pid in sorted((name for name in os.listdir("/proc") if name.isdigit()), key=int):
+            if int(pid) == os.getpid():
+                continue
+            base = "/proc/%s/" % pid
+            names = [base + "cwd", base + "root", base + "exe"]
+            try:
+                names += [base + "fd/" + fd for fd in os.listdir(base + "fd")]
+            except OSError:
+                pass
+            targets = []
+            for name in names:
+                try:
+                    targets.append(os.readlink(name))
+                except OSError:
+                    continue
+            for line in (_read(base + "maps") or "").splitlines():
+                fields = line.split(None, 5)
+                if len(fields) == 6:
+                    targets.append(fields[5])
+            if any(target == path or target.startswith(prefix) for target in targets):
+                found.append((int(pid), (_read(base + "comm") or "?").strip()))
+        return found
+
     def records(self):
         out = {}
         for name in sorted(glob.glob(os.path.join(RECORD_DIR, "*.json"))):

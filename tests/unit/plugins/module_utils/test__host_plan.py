@@ -18,7 +18,8 @@ class FakeView(object):
     """A host: links, accounts, records, and what the kernel and mkfs refuse."""
 
     def __init__(self, links=None, users=None, groups=None, records=None, refuse_options=(), mkfs=("ext4",),
-                 mkfs_refuse=None, systemd=True, trial_unavailable=None, vendor_tmp=False, files=None):
+                 mkfs_refuse=None, systemd=True, trial_unavailable=None, vendor_tmp=False, files=None,
+                 users_of=None):
         self.links = links or {}
         self.users = users or {"root": 0, "postgres": 111}
         self.groups = groups or {"root": 0, "postgres": 115}
@@ -31,6 +32,7 @@ class FakeView(object):
         self.vendor_tmp = vendor_tmp
         self.trials = []
         self.files = files or {}
+        self.busy = users_of or {}
 
     def first_link(self, path):
         for link, target in sorted(self.links.items()):
@@ -50,6 +52,9 @@ class FakeView(object):
 
     def exists(self, path):
         return path in self.files
+
+    def users_of(self, path):
+        return self.busy.get(path, [])
 
     def zram_records(self):
         return {}
@@ -198,6 +203,36 @@ def test_absent_removes_only_recorded_mounts():
     assert "ramdisk_mounts[0].state is 'absent': the tmpfs at '/srv/theirs' was not made by this collection" in \
         result["errors"][0]
     assert result["tmpfs"][1]["record"]["created_dir"] is True
+
+
+def test_absent_of_a_busy_mount_is_refused_naming_its_users():
+    host = facts(mounts=[("/srv/ours", "tmpfs")])
+    records = {"/srv/ours": {"path": "/srv/ours", "fstype": "tmpfs", "created_dir": True}}
+    busy = FakeView(records=records, users_of={"/srv/ours": [(4242, "sleep")]})
+    result = plan([{"path": "/srv/ours", "state": "absent"}], view=busy, host_facts=host)
+    assert result["errors"] == [
+        "Host h1: ramdisk_mounts[0].state is 'absent', but '/srv/ours' is in use by pid 4242 (sleep), so it cannot be "
+        "unmounted. Stop it first (fuser -vm /srv/ours lists them), then run again."]
+    idle = FakeView(records=records)
+    assert plan([{"path": "/srv/ours", "state": "absent"}], view=idle, host_facts=host)["errors"] == []
+
+
+def test_settled_mounts_need_no_step_and_new_ones_every_step():
+    entry = {"path": "/srv/new", "size": "16M", "migrate": False}
+    result = plan([entry])
+    steps = result["tmpfs"][0]["steps"]
+    assert result["errors"] == [] and steps["mkdir"] and steps["fstab"] and steps["root"] and steps["record"]
+    assert not steps["seed"] and not steps["unseed"]
+    item = result["tmpfs"][0]
+    live = facts(mounts=[("/srv/new", "tmpfs")],
+                 paths={"/srv/new": {"exists": True, "is_dir": True, "mode": "0755", "uid": 0, "gid": 0}})
+    for mount in live["mounts"]:
+        mount.update(options=["rw", "nosuid", "nodev", "size=16384k", "mode=755"], size_bytes=16 * 1024 * 1024)
+    fstab = "tmpfs /srv/new tmpfs %s 0 0\n" % ",".join(item["options"])
+    view = FakeView(records={"/srv/new": dict(item["record"])}, files={"/etc/fstab": fstab})
+    again = plan([entry], view=view, host_facts=live)
+    assert again["errors"] == [] and again["tmpfs"][0]["action"] == "ok", again
+    assert not any(again["tmpfs"][0]["steps"].values()), again["tmpfs"][0]["steps"]
 
 
 def test_absent_of_the_distributions_tmp_only_drops_our_drop_in():
