@@ -435,8 +435,46 @@ def plan_host(request, facts, view, host="localhost"):
     for plan in (zram, swap, brd):
         if plan:
             errors.extend(error for error in plan["errors"] if error not in errors)
-    return _check_on_host(host, errors, warnings, facts, view, records, kept, policy, backends, tmpfs, ramfs, zram,
-                          swap, brd)
+    result = _check_on_host(host, errors, warnings, facts, view, records, kept, policy, backends, tmpfs, ramfs, zram,
+                            swap, brd)
+    devices = [device for device in zram["devices"] + swap["devices"] if device.get("state") == "present"]
+    result["errors"].extend(generator_errors(host, devices, view, request.get("zram_persistence") or "units"))
+    result["warnings"].extend(zswap_warnings(host, devices, view))
+    return result
+
+
+# Where zram-generator is installed (the zram role's __zram_generators).
+ZRAM_GENERATORS = ("/usr/lib/systemd/system-generators/zram-generator", "/lib/systemd/system-generators/zram-generator")
+
+
+def generator_errors(host, devices, view, persistence):
+    """zram_persistence: generator needs zram-generator, systemd, and no mem_limit (zram-generator 1.1 has none)."""
+    if persistence != "generator" or not devices:
+        return []
+    errors = []
+    if not any(view.exists(path) for path in ZRAM_GENERATORS):
+        errors.append("Host %s: zram_persistence is generator, but zram-generator is not installed (no %s). Install "
+                      "the Debian package systemd-zram-generator, or set zram_persistence: units (the default)."
+                      % (host, " or ".join(ZRAM_GENERATORS)))
+    if not view.systemd():
+        errors.append("Host %s: zram_persistence is generator, but the service manager is %s; zram-generator needs "
+                      "systemd. Set zram_persistence: units." % (host, view.service_manager()))
+    for device in devices:
+        if device.get("mem_limit_bytes"):
+            errors.append("Host %s: %s.mem_limit is set, but zram_persistence is generator and zram-generator 1.1 "
+                          "(Debian 12) has no memory limit, so it would not come back at boot. Remove mem_limit from "
+                          "this entry, or set zram_persistence: units." % (host, device["label"]))
+    return errors
+
+
+def zswap_warnings(host, devices, view):
+    """zswap in front of zram swap compresses each page twice."""
+    if not any(device.get("use") == "swap" for device in devices):
+        return []
+    if (view.read("/sys/module/zswap/parameters/enabled") or "").strip() not in ("Y", "1"):
+        return []
+    return ["Host %s has zswap on as well as zram swap: pages are compressed twice on their way out. Turn zswap off "
+            "(zswap.enabled=0 on the kernel command line) when zram is the swap." % host]
 
 
 def _without(sources, refused):
@@ -556,6 +594,7 @@ def _check_on_host(host, errors, warnings, facts, view, records, kept, policy, b
         "brd": brd or {},
         "persist": review["decisions"],
         "backends": dict(backends, brd=backends["brd"] or {}),
+        "zram_known": dict((name, record.get("device")) for name, record in view.zram_records().items()),
     }
 
 

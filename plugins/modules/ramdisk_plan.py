@@ -68,6 +68,12 @@ options:
     description: C(zram_allow_algorithm_fallback).
     type: bool
     default: false
+  zram_persistence:
+    description:
+      - The zram role's C(zram_persistence). With C(generator), zram-generator must be installed, the host must run
+        systemd, and no zram device may set C(mem_limit).
+    type: str
+    default: units
   scan_timeout:
     description: C(ramdisk_scan_timeout), seconds to spend measuring each path's usage.
     type: raw
@@ -167,6 +173,11 @@ zram_swap:
   type: list
   elements: dict
   sample: []
+zram_known:
+  description: The device each zram entry got on earlier runs (name to C(zramN)), from the zram role's records.
+  returned: always
+  type: dict
+  sample: {"swap": "zram0"}
 brd:
   description: The brd plan (module action and mounts), empty when the policy has no brd entry.
   returned: always
@@ -329,6 +340,10 @@ class HostView(object):
     def systemd(self):
         return os.path.isdir("/run/systemd/system")
 
+    def service_manager(self):
+        """What runs as PID 1, as the roles name it (service_mgr)."""
+        return "systemd" if self.systemd() else (_read("/proc/1/comm") or "unknown").strip()
+
     def vendor_tmp_mount(self):
         # The mount role's __mount_vendor_tmp_units: where distributions ship their own tmp.mount.
         return any(os.path.exists(path) for path in ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount"))
@@ -461,6 +476,7 @@ def main():
             variables=dict(type="list", elements="str", default=[]),
             backend_requests=dict(type="dict"),
             trial=dict(type="bool", default=True),
+            zram_persistence=dict(type="str", default="units"),
         ),
         supports_check_mode=True,
     )
@@ -483,7 +499,8 @@ def main():
         module.fail_json(msg="Host %s: could not read the host's memory and mounts: %s." % (params["host"], exc))
     request = dict((key, params[key]) for key in ("sources", "purposes", "purpose_overrides", "state", "budget",
                                                   "zram_ratio", "swap_devices", "swap_defaults",
-                                                  "swap_allow_fallback", "variables", "backend_requests"))
+                                                  "swap_allow_fallback", "variables", "backend_requests",
+                                                  "zram_persistence"))
     request["defaults"] = params["defaults"] if params["defaults"] is not None else {}
     request["scan_timeout"] = scan_timeout
     result = plan_host(request, facts, HostView(module, params["trial"]), host=params["host"])
@@ -491,8 +508,8 @@ def main():
     for warning in result["warnings"]:
         module.warn(warning)
     # The roles only ask whether it is systemd; with this, no second facts gathering is needed for it.
-    service_mgr = "systemd" if os.path.isdir("/run/systemd/system") else (_read("/proc/1/comm") or "unknown").strip()
-    module.exit_json(changed=False, ansible_facts={"ramdisk": facts, "service_mgr": service_mgr}, **result)
+    module.exit_json(changed=False, ansible_facts={"ramdisk": facts, "service_mgr": HostView(module).service_manager()},
+                     **result)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,9 @@ class FakeView(object):
     def systemd(self):
         return self._systemd
 
+    def service_manager(self):
+        return "systemd" if self._systemd else "sysvinit"
+
     def vendor_tmp_mount(self):
         return self.vendor_tmp
 
@@ -136,7 +139,8 @@ def looked_at(host_facts, *lists):
     """FACTS with every path of LISTS looked at, as the module does: a path not given does not exist."""
     for entries in lists:
         for entry in entries or ():
-            host_facts["paths"].setdefault(entry["path"], {"exists": False, "is_dir": None})
+            if "path" in entry:
+                host_facts["paths"].setdefault(entry["path"], {"exists": False, "is_dir": None})
     return host_facts
 
 
@@ -382,3 +386,23 @@ def test_a_purpose_says_more_than_the_directory_it_goes_over():
 def test_modes_a_directory_cannot_mean_are_refused(mode):
     result = plan([{"path": "/srv/a", "size": "16M", "mode": mode}])
     assert any("ramdisk_mounts[0].mode is" in error for error in result["errors"]), result["errors"]
+
+
+def test_zram_generator_persistence_is_checked_before_any_change():
+    swap = [{"name": "swap", "use": "swap", "size": "1G", "priority": 100, "mem_limit": "512M"}]
+    result = plan([], view=FakeView(systemd=False), swap_devices=swap, zram_persistence="generator")
+    assert any("zram-generator is not installed" in error for error in result["errors"])
+    assert any("the service manager is sysvinit; zram-generator needs systemd" in error for error in result["errors"])
+    assert any("zram_devices[0].mem_limit is set, but zram_persistence is generator" in error
+               for error in result["errors"])
+    installed = FakeView(files={hp.ZRAM_GENERATORS[0]: ""})
+    assert plan([], view=installed, swap_devices=[dict(swap[0], mem_limit=None)], zram_persistence="generator")[
+        "errors"] == []
+
+
+def test_zswap_in_front_of_zram_swap_is_a_warning():
+    swap = [{"name": "swap", "use": "swap", "size": "1G", "priority": 100}]
+    view = FakeView(files={"/sys/module/zswap/parameters/enabled": "Y\n"})
+    assert any("zswap on as well as zram swap" in warning for warning in plan([], view=view, swap_devices=swap)[
+        "warnings"])
+    assert plan([], swap_devices=swap)["warnings"] == []
