@@ -28,7 +28,6 @@ RECORD_DIR = "/etc/ramdisk-provision/mounts"
 SEED_WANTS = "/etc/systemd/system/local-fs.target.wants"
 
 
-
 def token(path):
     """The same rule as _plan.mount_token(), for entries that come without one."""
     return "%s-%s" % (re.sub(r"[^A-Za-z0-9_.]", "-", path[1:]), hashlib.sha1(path.encode("utf-8")).hexdigest()[:8])
@@ -221,6 +220,6 @@ def steps(entry, host):
         "unseed": not entry["seeded"] and unit_there,
         "root": new or not root_same(host.get("root"), entry, host.get("uid"), host.get("gid")),
         "record": host.get("record") != entry["record"],
-        "tmpfiles": bool(texts["tmpfiles"] and systemd and not written(files.get(names["tmpfiles"]),
-                                                                        texts["tmpfiles"])),
+        "tmpfiles": bool(texts["tmpfiles"] and systemd
+                         and not written(files.get(names["tmpfiles"]), texts["tmpfiles"])),
     }
