@@ -619,3 +619,4 @@ def plan_steps(mounts, facts, view, records):
             "systemd": systemd,
         }
         entry["steps"] = _mount_steps.steps(entry, host)
+        entry["todo"] = _mount_steps.todo(entry)

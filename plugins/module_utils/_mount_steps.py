@@ -136,9 +136,14 @@ def item(entry, vendor_tmp, systemd, paths=None):
     # Moving data in (migrate) and keeping it in a backing (persist) take a task tree of their own, one entry
     # at a time; every other entry is one loop item of each task its steps ask for.
     out["deep"] = bool(entry.get("action") == "migrate" or entry.get("persist"))
-    out["todo"] = bool(entry.get("action") in ("mount", "migrate", "remount", "unmount") or out["deep"]
-                       or any(out["steps"].values()))
+    out["todo"] = todo(out)
     return out
+
+
+def todo(item):
+    """Whether the mount role has anything to do for ITEM: skipped as a whole when no item has."""
+    return bool(item.get("action") in ("mount", "migrate", "remount", "unmount") or item["deep"]
+                or any(item["steps"].values()))
 
 
 def items(plan, vendor_tmp, systemd, paths=None):

@@ -237,6 +237,7 @@ def test_settled_mounts_need_no_step_and_new_ones_every_step():
     again = plan([entry], view=view, host_facts=live)
     assert again["errors"] == [] and again["tmpfs"][0]["action"] == "ok", again
     assert not any(again["tmpfs"][0]["steps"].values()), again["tmpfs"][0]["steps"]
+    assert result["tmpfs"][0]["todo"] and not again["tmpfs"][0]["todo"]
 
 
 def test_absent_of_the_distributions_tmp_only_drops_our_drop_in():
