@@ -427,7 +427,9 @@ def plan_host(request, facts, view, host="localhost"):
     for plan in (tmpfs, ramfs):
         errors.extend(error for error in plan["errors"] if error not in errors)
     zram_defaults = {"allow_algorithm_fallback": bool(request.get("swap_allow_fallback"))}
-    zram = plan_zram(backends["zram_devices"], facts, host=host, var_name="zram_devices", defaults=zram_defaults)
+    # The zram role's zram_device_defaults fill what a policy entry leaves unset, as they do for zram_devices.
+    zram = plan_zram(backends["zram_devices"], facts, host=host, var_name="zram_devices",
+                     defaults=dict(request.get("swap_defaults") or {}, **zram_defaults))
     swap = plan_zram([item for label, item in _raw_entries((), swap_devices)
                       if "%s" % label not in refused] if swap_devices else [], facts, host=host,
                      var_name="zram_devices", defaults=dict(request.get("swap_defaults") or {}, **zram_defaults))
@@ -438,6 +440,7 @@ def plan_host(request, facts, view, host="localhost"):
     result = _check_on_host(host, errors, warnings, facts, view, records, kept, policy, backends, tmpfs, ramfs, zram,
                             swap, brd)
     devices = [device for device in zram["devices"] + swap["devices"] if device.get("state") == "present"]
+    result["errors"].extend(zram_support_errors(host, devices, facts))
     result["errors"].extend(generator_errors(host, devices, view, request.get("zram_persistence") or "units"))
     result["warnings"].extend(zswap_warnings(host, devices, view))
     return result
@@ -445,6 +448,18 @@ def plan_host(request, facts, view, host="localhost"):
 
 # Where zram-generator is installed (the zram role's __zram_generators).
 ZRAM_GENERATORS = ("/usr/lib/systemd/system-generators/zram-generator", "/lib/systemd/system-generators/zram-generator")
+
+
+def zram_support_errors(host, devices, facts):
+    """zram asked for on a host where it cannot work: neither /sys/class/zram-control nor a module to load."""
+    support = facts.get("support") or {}
+    if not devices or support.get("zram", True):
+        return []
+    container = support.get("container")
+    return ["Host %s: zram_devices asks for zram, but zram cannot work here: no /sys/class/zram-control and no zram "
+            "module for kernel %s%s. Load the zram module (modprobe zram), or leave zram_devices empty for this host."
+            % (host, support.get("kernel"), " (in a %s container, bind the host's /sys and /dev)" % container
+               if container else "")]
 
 
 def generator_errors(host, devices, view, persistence):

@@ -99,7 +99,8 @@ def default_steps(item, systemd, exists):
         "dropin": item["use_dropin"],
         "seed": bool(item["seeded"] and systemd),
         "enable": bool(item["seeded"] and systemd),
-        "unseed": not item["seeded"],
+        # A mount that goes takes its boot-time copy unit with it (unseed_items.yml looks for one first).
+        "unseed": not item["seeded"] or item.get("state") == "absent",
         "root": True,
         "record": True,
         "tmpfiles": bool(item["texts"]["tmpfiles"] and systemd),

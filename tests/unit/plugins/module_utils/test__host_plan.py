@@ -407,3 +407,21 @@ def test_zswap_in_front_of_zram_swap_is_a_warning():
     assert any("zswap on as well as zram swap" in warning for warning in plan([], view=view, swap_devices=swap)[
         "warnings"])
     assert plan([], swap_devices=swap)["warnings"] == []
+
+
+def test_zram_asked_where_zram_cannot_work_is_refused_before_any_change():
+    host = facts()
+    host["support"].update(zram=False, kernel="6.1.0-test", container="docker")
+    swap = [{"name": "swap", "use": "swap", "size": "1G", "priority": 100}]
+    errors = plan([], host_facts=host, swap_devices=swap)["errors"]
+    assert any("zram_devices asks for zram, but zram cannot work here" in error and "6.1.0-test" in error
+               and "in a docker container" in error for error in errors), errors
+    assert plan([], host_facts=host)["errors"] == []
+
+
+def test_a_policy_zram_entry_takes_zram_device_defaults():
+    entry = {"path": "/srv/z", "backend": "zram", "size": "64M", "fstype": "ext4"}
+    result = plan([entry], swap_defaults={"algorithm": "lz4", "discard": False})
+    assert result["errors"] == [], result["errors"]
+    assert result["zram"][0]["algorithm"] == "lz4"
+    assert "discard" not in result["zram"][0]["mount"]["options"]

@@ -153,3 +153,9 @@ def test_migrate_and_persist_take_the_deep_path():
     assert ms.item(entry(action="migrate"), False, True)["deep"]
     assert ms.item(entry(persist={"backing": "/var/lib/x"}), False, True)["deep"]
     assert not ms.item(entry(action="mount"), False, True)["deep"]
+
+
+def test_a_zram_mount_that_goes_looks_for_its_boot_time_copy_unit():
+    gone = entry(path="/srv/z", fstype="ext4", src="/dev/zram1", state="absent", action="unmount", record=None,
+                 steps=None)
+    assert ms.item(gone, vendor_tmp=False, systemd=True)["steps"]["unseed"]
