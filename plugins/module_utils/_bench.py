@@ -32,7 +32,11 @@ TARGET_COLUMNS = (
 FIGURE_COLUMNS = (
     "tool", "test", "op", "bw_bytes", "iops", "io_bytes", "runtime_ms", "clat_ns_mean",
 ) + tuple(column for _key, column in PERCENTILES) + ("memcopy_fraction",)
-COLUMNS = CONTEXT_COLUMNS + TARGET_COLUMNS + FIGURE_COLUMNS
+# A figure is the median of its runs; these also carry the lowest and highest run beside it.
+SPREAD_METRICS = ("bw_bytes", "iops", "clat_ns_p50", "clat_ns_p99", "clat_ns_p99_9")
+SPREAD_COLUMNS = ("runs",) + tuple("%s_%s" % (metric, end) for metric in SPREAD_METRICS for end in ("min", "max"))
+COLUMNS = CONTEXT_COLUMNS + TARGET_COLUMNS + FIGURE_COLUMNS + SPREAD_COLUMNS
+RUN_COLUMNS = CONTEXT_COLUMNS + ("label", "kind", "backend", "round") + FIGURE_COLUMNS
 
 # The figures the ratio table compares: (tool, test, op, metric, higher is better, verb for the sentence).
 RATIO_METRICS = (
@@ -50,6 +54,29 @@ RATIO_METRICS = (
     ("metadata", "metadata", "read", "iops", True, "reads small files"),
     ("metadata", "metadata", "delete", "iops", True, "deletes small files"),
 )
+
+# What each compared figure is called in the report, so no two rows read alike.
+TEST_TITLES = {
+    ("fio", "seq_write", "write"): "sequential write (fio)",
+    ("fio", "seq_read", "read"): "sequential read (fio)",
+    ("fio", "randrw", "read"): "random 4 KiB read, mixed (fio)",
+    ("fio", "randrw", "write"): "random 4 KiB write, mixed (fio)",
+    ("fio", "fsync", "write"): "4 KiB writes with fdatasync (fio)",
+    ("fio", "fsync", "sync"): "fdatasync after 4 KiB writes (fio)",
+    ("dd", "write_fdatasync", "write"): "large write, fdatasync at the end (dd)",
+    ("dd", "write_dsync", "write"): "large write, every block synced (dd)",
+    ("dd", "read", "read"): "read back (dd)",
+    ("dd", "small_files", "write"): "1 KiB files written with dsync (dd)",
+    ("metadata", "metadata", "create"): "create small files",
+    ("metadata", "metadata", "stat"): "stat small files",
+    ("metadata", "metadata", "read"): "read small files",
+    ("metadata", "metadata", "delete"): "delete small files",
+}
+
+
+def test_title(tool, test, op):
+    return TEST_TITLES.get((tool, test, op)) or "%s %s (%s)" % (test.replace("_", " "), op, tool)
+
 
 RAM_KINDS = ("tmpfs", "ramfs", "zram", "brd")
 
@@ -181,6 +208,54 @@ def fio_figures(doc, jobname=None):
     return figures
 
 
+def fio_latency_bins(doc, jobname, op):
+    """The json+ completion latency histogram ({ns: count}) of one op of one fio job, merged over the
+    job's processes; empty when the job did none of that op."""
+    merged = {}
+    for job in doc.get("jobs") or []:
+        if job.get("jobname") != jobname or _op_count(op, job.get(op) or {}) == 0:
+            continue
+        for value, count in (_latency(job[op]).get("bins") or {}).items():
+            merged[int(value)] = merged.get(int(value), 0) + int(count)
+    return merged
+
+
+def cdf_points(bins):
+    """[(latency_ns, share of samples at or below it)], from a json+ histogram, in rising order."""
+    items = sorted((int(value), int(count)) for value, count in bins.items() if int(count) > 0)
+    total = float(sum(count for _value, count in items))
+    points = []
+    running = 0
+    for value, count in items:
+        running += count
+        points.append((value, running / total))
+    return points
+
+
+# The latency distributions the report draws: (fio job, op).
+LATENCY_JOBS = (("randrw", "read"), ("randrw", "write"), ("fsync", "sync"))
+
+
+def host_latency_bins(manifest, read_raw):
+    """{(host, label, job, op): histogram} for LATENCY_JOBS, merged over every round of each target;
+    a raw file that cannot be read is left out (host_records reports it)."""
+    found = {}
+    for target in manifest.get("targets") or []:
+        for name in _as_list(target.get("fio")):
+            try:
+                doc = parse_fio_json(read_raw(name))
+            except (IOError, OSError, ValueError):
+                continue
+            for job, op in LATENCY_JOBS:
+                bins = fio_latency_bins(doc, job, op)
+                if not bins:
+                    continue
+                merged = found.setdefault((manifest["host"], target["label"], job, op), {})
+                for value, count in bins.items():
+                    merged[value] = merged.get(value, 0) + count
+    return found
+
+
 # --- dd and the small Python probes ------------------------------------------------------------
 
 def parse_dd(text):
@@ -220,7 +295,8 @@ def dd_figures(text, op, block_size, wall_seconds=None):
     return {
         "op": op,
         "io_bytes": total_bytes,
-        "bw_bytes": int(total_bytes / seconds) if seconds > 0 else None,
+        # Many small files are counted in files per second: dd's own seconds leave out starting each dd.
+        "bw_bytes": int(total_bytes / seconds) if seconds > 0 and len(runs) == 1 else None,
         "iops": iops,
         "runtime_ms": int(round((wall_seconds if wall_seconds else seconds) * 1000)),
         "total_ios": len(runs) if len(runs) > 1 else None,
@@ -247,7 +323,7 @@ def metadata_figures(doc):
 
 
 def memcopy_bw(doc):
-    """Bytes per second of one-thread memory copy, from the probe's best pass."""
+    """Bytes per second of memory copy, all the probe's copiers together (one per core), from its best pass."""
     best = min(float(seconds) for seconds in doc["seconds"])
     return int(int(doc["bytes"]) / best) if best > 0 else None
 
@@ -322,20 +398,29 @@ def target_context(target):
     }
 
 
+def _as_list(value):
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
 def host_records(manifest, read_raw):
-    """Every normalized record of one host. ``read_raw(name)`` returns the text of a raw file the
-    role fetched (fio JSON, dd output, probe JSON); a missing or unreadable one is reported in
-    ``problems`` rather than failing the whole report."""
+    """Every normalized record of one host, one per run (``round`` 1, 2, ...). ``read_raw(name)``
+    returns the text of a raw file the role fetched (fio JSON, dd output, probe JSON); a missing or
+    unreadable one is reported in ``problems`` rather than failing the whole report.
+
+    A target's fio files, dd entries and metadata documents are lists with one item per round (a single
+    item, not in a list, is one round)."""
     context = host_context(manifest)
     records = []
     problems = []
 
-    def add(target_ctx, tool, test, figures):
+    def add(target_ctx, tool, test, figures, round_number):
         for figure in figures:
             record = dict((column, None) for column in COLUMNS)
             record.update(context)
             record.update(target_ctx)
-            record.update(tool=tool, test=test)
+            record.update(tool=tool, test=test, round=round_number)
             record.update(figure)
             record.pop("total_ios", None)
             if (record["kind"] == "ram" and record["bw_bytes"] and context["memcopy_bw_bytes"]
@@ -345,41 +430,89 @@ def host_records(manifest, read_raw):
 
     for target in manifest.get("targets") or []:
         target_ctx = target_context(target)
-        if target.get("fio"):
-            name = target["fio"]
+        for round_number, name in enumerate(_as_list(target.get("fio")), 1):
             try:
                 doc = parse_fio_json(read_raw(name))
                 for job in target.get("fio_jobs") or fio_job_names(doc):
-                    add(target_ctx, "fio", job, fio_figures(doc, job))
+                    add(target_ctx, "fio", job, fio_figures(doc, job), round_number)
             except (IOError, OSError, ValueError, KeyError) as exc:
                 problems.append("%s: %s: %s" % (manifest["host"], name, exc))
         sections = {}
-        for test, entry in sorted((target.get("dd") or {}).items()):
-            try:
-                if entry["file"] not in sections:
-                    sections[entry["file"]] = dd_sections(read_raw(entry["file"]))
-                text = sections[entry["file"]][entry["section"]] if entry.get("section") else read_raw(entry["file"])
-                figure = dd_figures(text, entry["op"], entry["block_size"], entry.get("wall_seconds"))
-                add(target_ctx, "dd", test, [figure])
-            except (IOError, OSError, ValueError, KeyError) as exc:
-                problems.append("%s: dd %s on %s: %s" % (manifest["host"], test, target["label"], exc))
-        metadata = target.get("metadata")
-        if metadata:
+        for test, entries in sorted((target.get("dd") or {}).items()):
+            for round_number, entry in enumerate(_as_list(entries), 1):
+                try:
+                    if entry["file"] not in sections:
+                        sections[entry["file"]] = dd_sections(read_raw(entry["file"]))
+                    text = sections[entry["file"]][entry["section"]] if entry.get("section") else read_raw(entry["file"])
+                    figure = dd_figures(text, entry["op"], entry["block_size"], entry.get("wall_seconds"))
+                    add(target_ctx, "dd", test, [figure], round_number)
+                except (IOError, OSError, ValueError, KeyError) as exc:
+                    problems.append("%s: dd %s on %s: %s" % (manifest["host"], test, target["label"], exc))
+        for round_number, metadata in enumerate(_as_list(target.get("metadata")), 1):
             try:
                 doc = metadata if isinstance(metadata, dict) else json.loads(read_raw(metadata))
-                add(target_ctx, "metadata", "metadata", metadata_figures(doc))
+                add(target_ctx, "metadata", "metadata", metadata_figures(doc), round_number)
             except (IOError, OSError, ValueError, KeyError) as exc:
                 problems.append("%s: metadata on %s: %s" % (manifest["host"], target["label"], exc))
     return records, problems
+
+
+def median(values):
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
+
+
+def summarize(run_records):
+    """One record per host, target and figure from the records of its runs: each figure the median of
+    the runs, ``runs`` how many there were, and ``<metric>_min``/``_max`` the lowest and highest run of
+    the figures that carry a spread."""
+    groups = {}
+    order = []
+    for record in run_records:
+        key = (record["host"], record["label"], record["tool"], record["test"], record["op"])
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(record)
+    summary = []
+    numeric = ("bw_bytes", "iops", "io_bytes", "runtime_ms", "clat_ns_mean", "memcopy_fraction") + tuple(
+        column for _key, column in PERCENTILES)
+    for key in order:
+        runs = groups[key]
+        record = dict((column, runs[0].get(column)) for column in COLUMNS)
+        record["runs"] = len(runs)
+        for column in numeric:
+            values = [run[column] for run in runs if run.get(column) is not None]
+            value = median(values) if values else None
+            if value is not None and column in ("io_bytes", "runtime_ms", "bw_bytes"):
+                value = int(round(value))
+            record[column] = value
+            if column in SPREAD_METRICS:
+                record[column + "_min"] = min(values) if values else None
+                record[column + "_max"] = max(values) if values else None
+        summary.append(record)
+    return summary
 
 
 def _index(records):
     return dict(((r["host"], r["label"], r["tool"], r["test"], r["op"]), r) for r in records)
 
 
+def _spread(record, metric):
+    value = record.get(metric)
+    low = record.get(metric + "_min")
+    high = record.get(metric + "_max")
+    return value, (low if low is not None else value), (high if high is not None else value)
+
+
 def ratio_rows(records):
     """For each host, each RAM target against each disk target, each compared figure: how many
-    times better RAM is (higher is better: ram/disk; latency: disk/ram)."""
+    times better RAM is (higher is better: ram/disk; latency: disk/ram), from the medians, with the
+    range the runs allow (worst RAM run against best disk run, and the other way round). When the
+    RAM runs and the disk runs overlap, ``clear`` is false: the runs cannot tell them apart."""
     index = _index(records)
     targets = {}
     for record in records:
@@ -395,27 +528,61 @@ def ratio_rows(records):
                     b = index.get((host, disk["label"], tool, test, op))
                     if not a or not b or not a.get(metric) or not b.get(metric):
                         continue
-                    ratio = (a[metric] / float(b[metric])) if higher else (b[metric] / float(a[metric]))
+                    a_mid, a_low, a_high = _spread(a, metric)
+                    b_mid, b_low, b_high = _spread(b, metric)
+                    if not (a_low and a_high and b_low and b_high):
+                        continue
+                    if higher:
+                        ratio, low, high = a_mid / float(b_mid), a_low / float(b_high), a_high / float(b_low)
+                    else:
+                        ratio, low, high = b_mid / float(a_mid), b_low / float(a_high), b_high / float(a_low)
+                    clear = a_low > b_high or a_high < b_low
+                    runs = min(int(a.get("runs") or 1), int(b.get("runs") or 1))
                     rows.append({
                         "host": host, "groups": ram["groups"], "ram_label": ram["label"], "ram_backend": ram["backend"],
                         "disk_label": disk["label"], "disk_backend": disk["backend"],
-                        "tool": tool, "test": test, "op": op, "metric": metric,
-                        "ram_value": a[metric], "disk_value": b[metric], "ratio": round(ratio, 3),
-                        "sentence": sentence(ram["backend"], ram["path"], disk["path"], host, verb, ratio, higher),
+                        "tool": tool, "test": test, "op": op, "metric": metric, "title": test_title(tool, test, op),
+                        "higher_is_better": higher,
+                        "ram_value": a_mid, "disk_value": b_mid, "ratio": round(ratio, 3),
+                        "ratio_low": round(low, 3), "ratio_high": round(high, 3), "runs": runs, "clear": clear,
+                        "words": ratio_words(ratio, higher, clear),
+                        "sentence": sentence(ram["backend"], ram["path"], disk["path"], host, verb, ratio, higher,
+                                             clear=clear, low=low, high=high, runs=runs),
                     })
     return rows
 
 
-def sentence(backend, ram_path, disk_path, host, verb, ratio, higher):
-    """'tmpfs (/srv/ram) writes sequentially ×9.6 faster than disk (/var/tmp) on host h'; a ratio
-    below 1 is said the other way round ('×1.3 slower'), never as 'x0.8 faster'."""
+def ratio_words(ratio, higher, clear=True):
+    """The ratio as the table says it: '×9.6 faster', '×1.3 slower', '×2 lower' (latency), or 'no clear
+    difference' when the runs overlap."""
+    if not clear:
+        return "no clear difference"
+    if ratio >= 1:
+        return "\u00d7%s %s" % (format_ratio(ratio), "faster" if higher else "lower")
+    return "\u00d7%s %s" % (format_ratio(1.0 / ratio), "slower" if higher else "higher")
+
+
+def sentence(backend, ram_path, disk_path, host, verb, ratio, higher, clear=True, low=None, high=None, runs=1):
+    """'tmpfs (/srv/ram) writes sequentially ×9.6 faster than disk (/var/tmp) on host h (×8.1-11.2 over
+    5 runs)'; a ratio below 1 is said the other way round ('×1.3 slower'), never as 'x0.8 faster'; when
+    the runs overlap: 'tmpfs (/srv/ram) stats small files: no clear difference from disk (/var/tmp) on
+    host h (median ×1.1, runs ×0.8-1.4)'."""
+    spread = ""
+    if runs > 1 and low is not None and high is not None:
+        spread = "\u00d7%s-%s over %d runs" % (format_ratio(low), format_ratio(high), runs)
+    if not clear:
+        return "%s (%s) %s: no clear difference from disk (%s) on host %s (median \u00d7%s, runs %s)" % (
+            backend, ram_path, verb, disk_path, host, format_ratio(ratio), spread[:spread.index(" over")] if spread
+            else "overlap")
     if ratio >= 1:
         word = "faster" if higher else "lower"
     else:
         word = "slower" if higher else "higher"
         ratio = 1.0 / ratio
-    return "%s (%s) %s \u00d7%s %s than disk (%s) on host %s" % (
-        backend, ram_path, verb, format_ratio(ratio), word, disk_path, host)
+        if spread:
+            spread = "\u00d7%s-%s over %d runs" % (format_ratio(1.0 / high), format_ratio(1.0 / low), runs)
+    return "%s (%s) %s \u00d7%s %s than disk (%s) on host %s%s" % (
+        backend, ram_path, verb, format_ratio(ratio), word, disk_path, host, " (%s)" % spread if spread else "")
 
 
 def format_ratio(ratio):
@@ -435,20 +602,45 @@ def geometric_mean(values):
 
 def group_rows(ratios, groups):
     """Per group (every group a host is in, 'all' included), the geometric mean of each compared
-    figure's ratio over the group's hosts and RAM targets."""
-    buckets = {}
+    figure's ratio over the group's hosts and RAM targets, and of the ends of their ranges. Groups
+    that hold exactly the same hosts are one row, named together ('all, lab'). ``clear`` counts the
+    rows behind it whose runs did not overlap."""
+    members = {}
     for row in ratios:
         for group in groups.get(row["host"]) or ["all"]:
-            key = (group, row["ram_backend"], row["tool"], row["test"], row["op"], row["metric"])
-            buckets.setdefault(key, {"hosts": set(), "ratios": []})
-            buckets[key]["hosts"].add(row["host"])
-            buckets[key]["ratios"].append(row["ratio"])
+            members.setdefault(group, set()).add(row["host"])
+    names = {}
+    for group in sorted(members, key=lambda name: (name != "all", name)):
+        names.setdefault(frozenset(members[group]), []).append(group)
+    buckets = {}
+    for row in ratios:
+        seen = set()
+        for group in groups.get(row["host"]) or ["all"]:
+            name = ", ".join(names[frozenset(members[group])])
+            if name in seen:
+                continue
+            seen.add(name)
+            key = (name, row["ram_backend"], row["tool"], row["test"], row["op"], row["metric"])
+            bucket = buckets.setdefault(key, {"hosts": set(), "ratios": [], "low": [], "high": [], "clear": 0,
+                                              "higher": row.get("higher_is_better", True)})
+            bucket["hosts"].add(row["host"])
+            bucket["ratios"].append(row["ratio"])
+            bucket["low"].append(row.get("ratio_low") or row["ratio"])
+            bucket["high"].append(row.get("ratio_high") or row["ratio"])
+            bucket["clear"] += 1 if row.get("clear", True) else 0
     rows = []
-    for key in sorted(buckets):
+    order = dict(((tool, test, op), number) for number, (tool, test, op, _m, _h, _v) in enumerate(RATIO_METRICS))
+    for key in sorted(buckets, key=lambda key: (not key[0].startswith("all"), key[0], key[1],
+                                                order.get(key[2:5], len(order)), key)):
         group, backend, tool, test, op, metric = key
+        bucket = buckets[key]
+        ratio = geometric_mean(bucket["ratios"])
         rows.append({
             "group": group, "ram_backend": backend, "tool": tool, "test": test, "op": op, "metric": metric,
-            "hosts": len(buckets[key]["hosts"]), "ratio_geomean": round(geometric_mean(buckets[key]["ratios"]), 3),
+            "title": test_title(tool, test, op), "hosts": len(bucket["hosts"]), "rows": len(bucket["ratios"]),
+            "ratio_geomean": round(ratio, 3), "ratio_low": round(geometric_mean(bucket["low"]), 3),
+            "ratio_high": round(geometric_mean(bucket["high"]), 3), "clear": bucket["clear"],
+            "words": ratio_words(ratio, bucket["higher"], bucket["clear"] > 0),
         })
     return rows
 

@@ -15,7 +15,11 @@ description:
   - Reads every host's C(manifest.json), the raw fio JSON (C(--output-format=json+)), the dd output and the probes'
     JSON, and normalizes them into records named as fio names them (C(bw_bytes), C(iops), C(clat_ns) percentiles),
     each with its context (kernel, CPU, cores, MemTotal, backend, mount options, zram algorithm and mm_stat, profile).
-  - Writes C(results.json), C(results.csv), C(report.md), C(report.html) and PNG charts into O(path).
+  - Each test ran several times (the profile's runs); every figure is the median of its runs, with the lowest and
+    highest run beside it (C(<metric>_min), C(<metric>_max)). A comparison whose RAM runs and disk runs overlap is
+    reported as "no clear difference", not as a ratio.
+  - Writes C(results.json), C(results.csv) (one row per figure), C(runs.csv) (one row per run), C(report.md),
+    C(report.html) and PNG charts into O(path).
   - A file is rewritten only when its content changes; C(changed) says whether any was.
 author: ramdisk.provision maintainers (@ramdisk-provision)
 requirements:
@@ -61,7 +65,7 @@ attributes:
 notes:
   - Ratios compare each RAM-backed target with each disk target of the same host; for latency the ratio is
     disk over RAM, so above 1 always means RAM is better.
-  - Per-group figures are geometric means of the hosts' ratios.
+  - Per-group figures are geometric means of the hosts' ratios; groups holding the same hosts are one row.
 seealso:
   - module: ramdisk.provision.ramdisk_facts
 """
@@ -117,6 +121,16 @@ ratios:
   elements: str
   sample:
     - tmpfs (/srv/ram) writes sequentially ×9.6 faster than disk (/var/tmp) on host db1
+summary:
+  description: >-
+    A few lines for the terminal: per RAM backend and test, the result over the first group's hosts (the
+    group that holds them all), its range over the runs, and how many comparisons behind it were clear.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "Group all, lab, quick profile, 3 runs per figure (median; range over the runs):"
+    - "  tmpfs: sequential write (fio) ×9.6 faster (×8.1-11.2; 3 of 3 comparisons clear)"
 problems:
   description: Raw files that were missing or did not parse; their figures are left out.
   returned: always
@@ -125,6 +139,7 @@ problems:
   sample: []
 """
 
+import base64
 import datetime
 import json
 import os
@@ -140,13 +155,12 @@ try:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 except ImportError:
     HAS_MATPLOTLIB = False
     MATPLOTLIB_IMPORT_ERROR = traceback.format_exc()
 else:
     HAS_MATPLOTLIB = True
-
-KIND_COLORS = {"ram": "#d9822b", "disk": "#4a7ab5"}
 
 
 def load_host(path, host):
@@ -169,56 +183,172 @@ def find_hosts(path):
 
 # --- charts ---------------------------------------------------------------------------------------
 
+# Ten distinct colours (matplotlib's tab10), one per target across every chart of a run, so a target
+# keeps its colour and no two targets share one.
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf")
+
+
+def target_colors(records):
+    labels = sorted(set((r["kind"] != "ram", r["label"]) for r in records))
+    return dict((label, PALETTE[number % len(PALETTE)]) for number, (_is_disk, label) in enumerate(labels))
+
+
 def _bar_chart(filename, title, ylabel, categories, series, log=False):
-    """Grouped bars: one group per category, one bar per series (name, color, values)."""
+    """Grouped bars: one group per category, one bar per series (name, color, values, lows, highs);
+    the error bar of a bar spans its lowest and highest run. The legend sits beside the plot, never
+    over a bar. A log axis only when the bars differ by more than 100 times, and the axis label says so."""
     width = 0.8 / max(len(series), 1)
-    figure, axes = plt.subplots(figsize=(max(6, 1.6 * len(categories) + 3), 4.2), dpi=100)
-    for number, (name, color, values) in enumerate(series):
+    figure, axes = plt.subplots(figsize=(max(6.5, 1.4 * len(categories) + 4.5), 4.4), dpi=100)
+    for number, (name, color, values, lows, highs) in enumerate(series):
         positions = [index + (number - (len(series) - 1) / 2.0) * width for index in range(len(categories))]
         heights = [value if value else 0 for value in values]
-        axes.bar(positions, heights, width, label=name, color=color, edgecolor="black", linewidth=0.4)
+        errors = [[max(value - low, 0) if value and low else 0 for value, low in zip(values, lows)],
+                  [max(high - value, 0) if value and high else 0 for value, high in zip(values, highs)]]
+        axes.bar(positions, heights, width, label=name, color=color, edgecolor="black", linewidth=0.4,
+                 yerr=errors, capsize=3, error_kw={"elinewidth": 0.8})
     axes.set_xticks(range(len(categories)))
-    axes.set_xticklabels(categories, rotation=20 if len(categories) > 4 else 0, ha="right" if len(categories) > 4 else "center")
+    axes.set_xticklabels(categories, rotation=20 if len(categories) > 4 else 0,
+                         ha="right" if len(categories) > 4 else "center")
     axes.set_title(title)
-    axes.set_ylabel(ylabel)
-    shown = [value for _name, _color, values in series for value in values if value]
-    # A log axis only when the bars differ by more than 20 times; otherwise it hides the difference.
-    if log and shown and max(shown) / min(shown) > 20:
+    shown = [value for _name, _color, values, _lows, _highs in series for value in values if value]
+    if log and shown and max(shown) / min(shown) > 100:
         axes.set_yscale("log")
+        ylabel += " (log scale)"
+    axes.set_ylabel(ylabel)
     axes.grid(axis="y", alpha=0.3)
-    axes.legend(fontsize="small")
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     figure.tight_layout()
     figure.savefig(filename, format="png", metadata={"Software": None})
     plt.close(figure)
 
 
-def _series_by_target(records, tool, test, op, metric, scale):
-    """(categories, series) with one category per host and one series per target label."""
+def _series_by_target(records, tool, test, op, metric, scale, colors):
+    """(categories, series) with one category per host and one series per target label: the median
+    and the lowest and highest run."""
     hosts = sorted(set(r["host"] for r in records))
     labels = sorted(set((r["kind"] != "ram", r["label"]) for r in records))
     index = dict(((r["host"], r["label"], r["tool"], r["test"], r["op"]), r) for r in records)
     series = []
-    palette = {"ram": ["#d9822b", "#e8b04a", "#c2562b", "#f0c987"], "disk": ["#4a7ab5", "#7aa6d6", "#2f4f7f"]}
-    used = {"ram": 0, "disk": 0}
     for _is_disk, label in labels:
-        kinds = [r["kind"] for r in records if r["label"] == label]
-        kind = kinds[0] if kinds else "disk"
-        color = palette[kind][used[kind] % len(palette[kind])]
-        used[kind] += 1
-        values = []
+        kinds = [r for r in records if r["label"] == label]
+        name = "%s (%s)" % (label, kinds[0]["backend"] or kinds[0]["kind"]) if kinds else label
+        values, lows, highs = [], [], []
         for host in hosts:
-            record = index.get((host, label, tool, test, op))
-            value = record.get(metric) if record else None
-            values.append(value / scale if value else None)
-        series.append(("%s (%s)" % (label, kind), color, values))
+            record = index.get((host, label, tool, test, op)) or {}
+            for out, column in ((values, metric), (lows, metric + "_min"), (highs, metric + "_max")):
+                value = record.get(column, record.get(metric))
+                out.append(value / scale if value else None)
+        if any(values):
+            series.append((name, colors.get(label, PALETTE[0]), values, lows, highs))
     return hosts, series
 
 
-def draw_charts(path, records, group_rows_bw):
+def _ratio_chart(filename, rows):
+    """One line per compared test of the first group (all hosts): how many times better RAM is than disk
+    (geometric mean over its hosts and RAM targets) as a dot, the range the runs allow as a whisker,
+    and the 1x line. Ratios run from below 1 to thousands, so the axis is logarithmic and says so; dots
+    rather than bars, since a bar's length on a log axis does not read as its size. A test whose runs
+    overlap is drawn grey and says so."""
+    first = rows[0]["group"]
+    rows = [row for row in rows if row["group"] == first]
+    labels = ["%s: %s" % (row["ram_backend"], row["title"]) for row in rows]
+    figure, axes = plt.subplots(figsize=(10, max(3.0, 0.34 * len(rows) + 1.5)), dpi=100)
+    positions = list(range(len(rows)))[::-1]
+    for position, row in zip(positions, rows):
+        color = "#2ca02c" if row["clear"] and row["ratio_geomean"] >= 1 else (
+            "#d62728" if row["clear"] else "#888888")
+        low, mid, high = row["ratio_low"], row["ratio_geomean"], row["ratio_high"]
+        axes.plot([low, high], [position, position], color=color, linewidth=2.2, solid_capstyle="butt")
+        axes.plot([mid], [position], "o", color=color, markersize=6, markeredgecolor="black", markeredgewidth=0.5)
+        axes.annotate(row["words"], (max(high, mid), position), xytext=(6, 0), textcoords="offset points",
+                      va="center", fontsize="small")
+    axes.axvline(1.0, color="black", linewidth=0.8)
+    axes.set_xscale("log")
+    values = [value for row in rows for value in (row["ratio_low"], row["ratio_high"]) if value]
+    axes.set_xlim(min(values + [1.0]) / 1.5, max(values + [1.0]) * 8)
+    axes.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
+        lambda value, _position: "\u00d7%g" % value))
+    axes.set_yticks(positions)
+    axes.set_yticklabels(labels, fontsize="small")
+    axes.set_ylim(-0.8, len(rows) - 0.2)
+    axes.set_xlabel("times better than disk, log scale (dot: median over the hosts; line: range of the runs; "
+                    "grey: no clear difference)", fontsize="small")
+    axes.set_title("RAM against disk, hosts of group %s" % first)
+    axes.grid(axis="x", alpha=0.3, which="both")
+    figure.tight_layout()
+    figure.savefig(filename, format="png", metadata={"Software": None})
+    plt.close(figure)
+
+
+LATENCY_TITLES = {
+    ("randrw", "read"): "Completion latency of random 4 KiB reads (fio randrw, every run)",
+    ("randrw", "write"): "Completion latency of random 4 KiB writes (fio randrw, every run)",
+    ("fsync", "sync"): "Latency of fdatasync after each 4 KiB write (fio, every run)",
+}
+
+
+def _latency_chart(filename, title, curves, kinds):
+    """Cumulative distribution of latency: one line per host and target, RAM solid and disk dashed. Both
+    axes are stretched where the story is: time on a log axis (latencies span ns to ms), the share on a
+    logit axis that spreads the tail (p90, p99, p99.9 as far apart as p50 and p90); both labelled so."""
+    figure, axes = plt.subplots(figsize=(9, 4.8), dpi=100)
+    floor, top = 0.001, 0.9999
+    for name, color, label, points in curves:
+        xs = [value / 1000.0 for value, _share in points]
+        ys = [min(max(share, floor), top) for _value, share in points]
+        axes.step(xs, ys, where="post", color=color, linewidth=1.6,
+                  linestyle="-" if kinds.get(label) == "ram" else "--", label=name)
+    axes.set_xscale("log")
+    axes.set_yscale("logit")
+    axes.set_ylim(0.01, top)
+    ticks = (0.01, 0.1, 0.5, 0.9, 0.99, 0.999)
+    axes.set_yticks(ticks)
+    axes.set_yticklabels(["p%g" % (100 * tick) for tick in ticks])
+    axes.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    axes.set_xlabel("latency, microseconds (log scale)")
+    axes.set_ylabel("operations at or below (logit scale)")
+    axes.set_title(title)
+    axes.grid(alpha=0.3, which="major")
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    figure.tight_layout()
+    figure.savefig(filename, format="png", metadata={"Software": None})
+    plt.close(figure)
+
+
+def draw_latency_charts(path, records, latency_bins):
+    """latency_<job>_<op>.png for each job of _bench.LATENCY_JOBS that has histograms; their file names."""
+    colors = target_colors(records)
+    kinds = dict((r["label"], r["kind"]) for r in records)
+    backends = dict(((r["host"], r["label"]), r["backend"]) for r in records)
+    multi_host = len(set(r["host"] for r in records)) > 1
+    written = []
+    for job, op in _bench.LATENCY_JOBS:
+        curves = []
+        for (host, label, bins_job, bins_op), bins in sorted(latency_bins.items()):
+            if (bins_job, bins_op) != (job, op):
+                continue
+            name = "%s (%s)" % (label, backends.get((host, label)) or kinds.get(label))
+            curves.append((host + ": " + name if multi_host else name, colors.get(label, PALETTE[0]), label,
+                           _bench.cdf_points(bins)))
+        if curves:
+            filename = "latency_%s_%s.png" % (job, op)
+            _latency_chart(os.path.join(path, filename), LATENCY_TITLES[(job, op)], curves, kinds)
+            written.append(filename)
+    return written
+
+
+def draw_charts(path, records, group_rows_bw, group_ratios=None, latency_bins=None):
     """Writes the PNGs into path; returns their file names."""
     written = []
     if not records:
         return written
+    colors = target_colors(records)
+    if group_ratios:
+        _ratio_chart(os.path.join(path, "ratios.png"), group_ratios)
+        written.append("ratios.png")
+    if latency_bins:
+        written += draw_latency_charts(path, records, latency_bins)
     for name, title, ylabel, tool, test, op, metric, scale, log in (
         ("throughput_write.png", "Sequential write throughput (fio, 1 MiB, psync)", "MiB/s",
          "fio", "seq_write", "write", "bw_bytes", _bench.MIB, True),
@@ -229,8 +359,8 @@ def draw_charts(path, records, group_rows_bw):
         ("latency_p99.png", "p99 fdatasync latency of small synchronous writes (fio)", "microseconds",
          "fio", "fsync", "sync", "clat_ns_p99", 1000.0, True),
     ):
-        categories, series = _series_by_target(records, tool, test, op, metric, scale)
-        if not any(value for _n, _c, values in series for value in values):
+        categories, series = _series_by_target(records, tool, test, op, metric, scale, colors)
+        if not series:
             continue
         _bar_chart(os.path.join(path, name), title, ylabel, categories, series, log=log)
         written.append(name)
@@ -239,28 +369,36 @@ def draw_charts(path, records, group_rows_bw):
     if group_rows_bw:
         groups = sorted(set(row["group"] for row in group_rows_bw))
         series = []
+        shades = {("ram", "seq_write"): "#ff7f0e", ("ram", "seq_read"): "#ffbb78",
+                  ("disk", "seq_write"): "#1f77b4", ("disk", "seq_read"): "#aec7e8"}
         for kind in ("ram", "disk"):
-            for test, shade in (("seq_write", 1.0), ("seq_read", 0.6)):
+            for test in ("seq_write", "seq_read"):
                 values = []
                 for group in groups:
                     match = [row for row in group_rows_bw if row["group"] == group and row["kind"] == kind
                              and row["test"] == test]
                     values.append(match[0]["bw_bytes"] / _bench.MIB if match and match[0]["bw_bytes"] else None)
-                series.append(("%s %s" % (kind, test.replace("_", " ")), KIND_COLORS[kind] if shade == 1.0
-                               else {"ram": "#f0c987", "disk": "#a9c4e6"}[kind], values))
+                series.append(("%s, %s" % (kind, test.replace("_", " ")), shades[(kind, test)], values,
+                               [None] * len(values), [None] * len(values)))
         _bar_chart(os.path.join(path, "throughput_groups.png"), "Sequential throughput per group (geometric mean)",
                    "MiB/s", groups, series, log=True)
         written.append("throughput_groups.png")
 
-    # Memory ceiling: RAM-storage throughput as a fraction of one-thread memory copy bandwidth.
+    # Memory ceiling: RAM-storage throughput as a share of memory copy bandwidth, one bar per RAM
+    # target and direction.
     fractions = [r for r in records if r.get("memcopy_fraction")]
     if fractions:
-        categories, series = _series_by_target(fractions, "fio", "seq_read", "read", "memcopy_fraction", 1)
-        write_categories, write_series = _series_by_target(fractions, "fio", "seq_write", "write", "memcopy_fraction", 1)
-        series = [("read " + s[0], s[1], s[2]) for s in series] + [("write " + s[0], "#c2562b", s[2]) for s in write_series]
+        categories = sorted(set("%s\n%s" % (r["host"], r["label"]) for r in fractions))
+        series = []
+        for test, color in (("seq_write", "#ff7f0e"), ("seq_read", "#1f77b4")):
+            values = []
+            for category in categories:
+                match = [r for r in fractions if "%s\n%s" % (r["host"], r["label"]) == category and r["test"] == test]
+                values.append(100 * match[0]["memcopy_fraction"] if match else None)
+            series.append((test.replace("_", " "), color, values, [None] * len(values), [None] * len(values)))
         _bar_chart(os.path.join(path, "memcopy_fraction.png"),
-                   "RAM storage throughput as a fraction of one-thread memory copy", "fraction of memcpy bandwidth",
-                   categories, series, log=False)
+                   "RAM storage throughput as a share of memory copy bandwidth", "% of memory copy", categories,
+                   series, log=False)
         written.append("memcopy_fraction.png")
     return written
 
@@ -286,52 +424,106 @@ def _table(headers, rows):
     return lines
 
 
+def _range(low, high):
+    if low is None or high is None:
+        return "-"
+    return "\u00d7%s-%s" % (_bench.format_ratio(low), _bench.format_ratio(high))
+
+
+def _with_spread(metric, record):
+    """'1.2 GiB/s (1.1-1.3 GiB/s)': the median, then the lowest and highest run when there were several."""
+    text = _bench.human_metric(metric, record.get(metric))
+    low, high = record.get(metric + "_min"), record.get(metric + "_max")
+    if (record.get("runs") or 1) > 1 and low is not None and high is not None:
+        text += " (%s-%s)" % (_bench.human_metric(metric, low), _bench.human_metric(metric, high))
+    return text
+
+
+def summary_lines(data):
+    """The few lines the terminal shows: per RAM backend and test, the first group's (all hosts) result
+    and the range of the runs."""
+    rows = data["group_ratios"]
+    if not rows:
+        return ["No RAM-versus-disk comparison: no host had both a RAM target and a disk target."]
+    first = rows[0]["group"]
+    lines = ["RAM against disk on the hosts of %s (%s profile, median of %s runs, range of the runs):"
+             % (first, data["profile"], data.get("runs_per_figure") or 1)]
+    width = max(len(row["title"]) for row in rows)
+    for row in rows:
+        if row["group"] != first:
+            continue
+        unclear = row["rows"] - row["clear"]
+        lines.append("  %-6s %-*s %-20s %s%s" % (
+            row["ram_backend"], width, row["title"], row["words"], _range(row["ratio_low"], row["ratio_high"]),
+            "; %d of %d comparisons unclear" % (unclear, row["rows"]) if unclear and row["clear"] else ""))
+    return lines
+
+
 def report_sections(data, charts):
     """The report as a list of (kind, payload): ('h', text), ('p', text), ('table', (headers, rows)),
     ('img', file), rendered to Markdown and HTML alike."""
     out = [("h1", data["title"]),
-           ("p", "Run %s, profile %s, generated %s. Raw files per host are in the host's directory; every figure "
-                 "is in results.json and results.csv." % (data["run_id"], data["profile"], data["generated"]))]
-    out.append(("h2", "RAM versus disk"))
-    out.append(("table", (["host", "RAM", "disk", "test", "ratio", "in words"],
-                          [[r["host"], r["ram_label"], r["disk_label"], "%s %s %s" % (r["tool"], r["test"], r["op"]),
-                            "\u00d7" + _bench.format_ratio(r["ratio"]), r["sentence"]] for r in data["ratios"]])))
+           ("p", "Run %s, profile %s, generated %s. Every figure is the median of %s runs, with the lowest and "
+                 "highest run beside it. A comparison whose RAM runs and disk runs overlap says \"no clear "
+                 "difference\": its runs cannot tell RAM from disk. Raw files per host are in the host's directory; "
+                 "every figure is in results.json and results.csv, every run in runs.csv."
+                 % (data["run_id"], data["profile"], data["generated"], data.get("runs_per_figure") or 1))]
+    if "ratios.png" in charts:
+        out.append(("img", ("ratios.png", "How many times better RAM is than disk, per test, with the range of the runs")))
     if data["group_ratios"]:
-        out.append(("h2", "Per group (geometric mean of the hosts' ratios)"))
-        out.append(("table", (["group", "RAM backend", "test", "hosts", "ratio"],
-                              [[r["group"], r["ram_backend"], "%s %s %s" % (r["tool"], r["test"], r["op"]), r["hosts"],
-                                "\u00d7" + _bench.format_ratio(r["ratio_geomean"])] for r in data["group_ratios"]])))
+        out.append(("h2", "Per group (geometric mean over the group's hosts and RAM targets)"))
+        out.append(("table", (["group", "RAM backend", "test", "hosts", "result", "range of the runs", "clear"],
+                              [[r["group"], r["ram_backend"], r["title"], r["hosts"], r["words"],
+                                _range(r["ratio_low"], r["ratio_high"]), "%d of %d" % (r["clear"], r["rows"])]
+                               for r in data["group_ratios"]])))
+    paths = dict(((r["host"], r["label"]), r["path"]) for r in data["records"])
+    out.append(("h2", "RAM versus disk, per host"))
+    out.append(("table", (["host", "RAM", "disk", "test", "result", "range of the runs", "runs"],
+                          [[r["host"], "%s (%s, %s)" % (r["ram_label"], r["ram_backend"], paths[(r["host"], r["ram_label"])]),
+                            "%s (%s)" % (r["disk_label"], paths[(r["host"], r["disk_label"])]), r["title"], r["words"],
+                            _range(r["ratio_low"], r["ratio_high"]), r["runs"]] for r in data["ratios"]])))
     for name, caption in (("throughput_write.png", "Sequential write throughput per host"),
                           ("throughput_read.png", "Sequential read throughput per host"),
                           ("throughput_groups.png", "Sequential throughput per group"),
                           ("iops.png", "Random 4 KiB read IOPS"),
                           ("latency_p99.png", "p99 fdatasync latency"),
-                          ("memcopy_fraction.png", "RAM storage as a fraction of memory copy bandwidth")):
+                          ("latency_randrw_read.png", "Latency distribution of random 4 KiB reads, RAM (solid) and "
+                                                      "disk (dashed)"),
+                          ("latency_randrw_write.png", "Latency distribution of random 4 KiB writes"),
+                          ("latency_fsync_sync.png", "Latency distribution of fdatasync"),
+                          ("memcopy_fraction.png", "RAM storage as a share of memory copy bandwidth")):
         if name in charts:
             out.append(("img", (name, caption)))
     out.append(("h2", "Memory ceiling"))
-    out.append(("p", "One-thread memory copy bandwidth of each host, and RAM storage's sequential fio throughput as a "
-                     "fraction of it: how close the file system path gets to what the memory can do."))
+    out.append(("p", "Memory copy bandwidth of each host, measured with one copier per core (as many as fio's "
+                     "sequential jobs), and RAM storage's sequential fio throughput as a share of it: how close the file "
+                     "system path gets to what the memory can do."))
     ceiling = []
     for r in data["records"]:
         if r.get("memcopy_fraction"):
-            ceiling.append([r["host"], r["label"], r["test"], _bench.human_metric("bw_bytes", r["bw_bytes"]),
-                            _bench.human_metric("bw_bytes", r["memcopy_bw_bytes"]), "%.0f%%" % (100 * r["memcopy_fraction"])])
-    out.append(("table", (["host", "target", "test", "throughput", "memcpy", "fraction"], ceiling)))
+            ceiling.append([r["host"], r["label"], _bench.test_title(r["tool"], r["test"], r["op"]),
+                            _with_spread("bw_bytes", r), _bench.human_metric("bw_bytes", r["memcopy_bw_bytes"]),
+                            "%.0f%%" % (100 * r["memcopy_fraction"])])
+    out.append(("table", (["host", "target", "test", "throughput", "memory copy", "share"], ceiling)))
     out.append(("h2", "Figures"))
     figures = []
     for r in data["records"]:
-        figures.append([r["host"], r["label"], r["tool"], r["test"], r["op"], _bench.human_metric("bw_bytes", r["bw_bytes"]),
-                        _bench.human_metric("iops", r["iops"]), _bench.human_metric("clat_ns_p99", r["clat_ns_p99"])])
-    out.append(("table", (["host", "target", "tool", "test", "op", "bw_bytes", "iops", "clat_ns p99"], figures)))
+        figures.append([r["host"], r["label"], _bench.test_title(r["tool"], r["test"], r["op"]),
+                        _with_spread("bw_bytes", r), _with_spread("iops", r), _with_spread("clat_ns_p50", r),
+                        _with_spread("clat_ns_p99", r), _with_spread("clat_ns_p99_9", r), r.get("runs") or 1])
+    out.append(("table", (["host", "target", "test", "throughput", "operations", "latency p50", "latency p99",
+                           "latency p99.9", "runs"], figures)))
+    out.append(("p", "Operations are per second: I/O operations for fio and dd, files for the small-file tests."))
     out.append(("h2", "Hosts and targets"))
     hosts = []
     for host in data["hosts"]:
         ctx = data["context"][host]
+        measured = ctx.get("measure_seconds")
         hosts.append([host, ctx["groups"], ctx["kernel"], ctx["cpu_model"], ctx["cores"],
                       _bench.human_bytes(ctx["mem_total_bytes"]), _bench.human_metric("bw_bytes", ctx["memcopy_bw_bytes"]),
-                      ctx["fio_version"]])
-    out.append(("table", (["host", "groups", "kernel", "CPU", "cores", "MemTotal", "memcpy", "fio"], hosts)))
+                      ctx["fio_version"], "%.1f s" % measured if measured is not None else "-"])
+    out.append(("table", (["host", "groups", "kernel", "CPU", "cores", "MemTotal", "memory copy", "fio",
+                           "measuring time"], hosts)))
     targets = []
     for host in data["hosts"]:
         for target in data["targets"][host]:
@@ -343,7 +535,8 @@ def report_sections(data, charts):
     out.append(("p", "RAM targets never use O_DIRECT (tmpfs and ramfs have no device to bypass to); disk targets use it "
                      "for fio's sequential and random jobs when the file system allows, so disk figures come from the "
                      "device, not the page cache. The fdatasync job is buffered everywhere, as databases write. dd and "
-                     "fio write random data (never /dev/zero), so zram stores real pages."))
+                     "fio write random data (never /dev/zero), so zram stores real pages. Measuring time is the time "
+                     "the host's tests ran, without waiting for other hosts."))
     if data["problems"]:
         out.append(("h2", "Problems"))
         out.append(("p", "; ".join(data["problems"])))
@@ -370,7 +563,17 @@ def _escape(text):
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
-def render_html(sections, title):
+def _inline_image(path, name):
+    """The chart as a data: URI, so report.html is one self-contained file that can be mailed or
+    attached; the file name when the chart cannot be read."""
+    try:
+        with open(os.path.join(path, name), "rb") as handle:
+            return "data:image/png;base64," + base64.b64encode(handle.read()).decode("ascii")
+    except (IOError, OSError):
+        return name
+
+
+def render_html(sections, title, path=None):
     body = []
     for kind, payload in sections:
         if kind in ("h1", "h2"):
@@ -384,14 +587,28 @@ def render_html(sections, title):
                 body.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _escape(cell) for cell in row))
             body.append("</tbody></table>")
         elif kind == "img":
-            body.append('<figure><img src="%s" alt="%s"><figcaption>%s</figcaption></figure>'
-                        % (_escape(payload[0]), _escape(payload[1]), _escape(payload[1])))
+            source = _inline_image(path, payload[0]) if path else payload[0]
+            body.append('<figure><img src="%s" alt="%s" title="%s"><figcaption>%s</figcaption></figure>'
+                        % (_escape(source), _escape(payload[1]), _escape(payload[0]), _escape(payload[1])))
     style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
              "table{border-collapse:collapse;margin:1em 0;font-size:90%}"
              "td,th{border:1px solid #bbb;padding:3px 6px;text-align:left}th{background:#eee}"
              "img{max-width:100%}")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title><style>%s</style></head>"
             "<body>\n%s\n</body></html>\n" % (_escape(title), style, "\n".join(body)))
+
+
+def latency_histograms(path, hosts):
+    """The merged latency histograms of every host, for the distribution charts (not kept in results.json:
+    the raw fio files hold them)."""
+    found = {}
+    for host in hosts:
+        try:
+            manifest, read_raw = load_host(path, host)
+        except (IOError, OSError, ValueError):
+            continue
+        found.update(_bench.host_latency_bins(manifest, read_raw))
+    return found
 
 
 def build(path, hosts, groups, title):
@@ -414,12 +631,16 @@ def build(path, hosts, groups, title):
         problems += host_problems
         context[host] = _bench.host_context(manifest)
         context[host]["wall_seconds"] = manifest.get("wall_seconds")
+        context[host]["measure_seconds"] = manifest.get("measure_seconds")
         context[host]["fio_installed"] = manifest.get("fio_installed")
         targets[host] = [_bench.target_context(target) for target in manifest.get("targets") or []]
     host_groups = dict((host, groups.get(host) or ["all"]) for host in hosts)
+    runs = [dict((column, record.get(column)) for column in _bench.RUN_COLUMNS) for record in records]
+    records = _bench.summarize(records)
     ratios = _bench.ratio_rows(records)
     return {
-        "schema": 1,
+        "schema": 2,
+        "runs_per_figure": max([record["runs"] for record in records] or [1]),
         "title": title,
         "run_id": run_id,
         "profile": profile,
@@ -429,6 +650,7 @@ def build(path, hosts, groups, title):
         "targets": targets,
         "columns": list(_bench.COLUMNS),
         "records": records,
+        "runs": runs,
         "ratios": ratios,
         "group_ratios": _bench.group_rows(ratios, host_groups),
         "group_throughput": group_throughput(records, host_groups),
@@ -491,8 +713,10 @@ def main():
 
     chart_names = []
     if module.params["charts"] and not module.check_mode and changed:
+        latency_bins = latency_histograms(path, data["hosts"])
         try:
-            chart_names = draw_charts(path, data["records"], data["group_throughput"])
+            chart_names = draw_charts(path, data["records"], data["group_throughput"], data["group_ratios"],
+                                      latency_bins)
         except Exception as exc:  # matplotlib raises many kinds; the message says which chart and why
             module.fail_json(msg="Drawing the charts in %s failed: %s" % (path, exc), exception=traceback.format_exc())
     elif module.params["charts"]:
@@ -502,8 +726,9 @@ def main():
     outputs = {
         "results.json": (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"),
         "results.csv": _bench.csv_text(data["records"]).encode("utf-8"),
+        "runs.csv": _bench.csv_text(data["runs"], _bench.RUN_COLUMNS).encode("utf-8"),
         "report.md": render_markdown(sections).encode("utf-8"),
-        "report.html": render_html(sections, data["title"]).encode("utf-8"),
+        "report.html": render_html(sections, data["title"], path).encode("utf-8"),
     }
     if not module.check_mode:
         for name, content in outputs.items():
@@ -525,6 +750,7 @@ def main():
         hosts=data["hosts"],
         records=len(data["records"]),
         ratios=[row["sentence"] for row in data["ratios"]],
+        summary=summary_lines(data),
         problems=data["problems"],
     )
 

@@ -192,5 +192,6 @@ def print_table(runs, hosts, background):
                   one_cpu, many_cpu / hosts, hosts, many_cpu, cores, many_cpu / cores, floor, TARGET_GROWTH,
                   math.ceil(needed)))
 
+
 if __name__ == "__main__":
     main()

@@ -42,11 +42,17 @@ def test_raw_files_arrived(name, results):
     directory = os.path.join(RESULTS, name)
     manifest = json.load(open(os.path.join(directory, "manifest.json"), encoding="utf-8"))
     assert manifest["profile"] == "quick" and manifest["host"] == name
+    assert manifest["runs"] == 3 and manifest["measure_seconds"] > 0
     for target in manifest["targets"]:
-        fio = json.load(open(os.path.join(directory, target["fio"]), encoding="utf-8"))
-        assert [job["jobname"] for job in fio["jobs"]] == ["seq_write", "seq_read", "randrw", "fsync"]
-        assert "bins" in fio["jobs"][0]["write"]["clat_ns"], "not json+ output"
-    assert "copied" in open(os.path.join(directory, "dd.txt"), encoding="utf-8").read()
+        # The quick profile runs every test 3 times: one fio output per round.
+        assert len(target["fio"]) == 3 and len(target["metadata"]) == 3
+        assert all(len(entries) == 3 for entries in target["dd"].values())
+        for name_ in target["fio"]:
+            fio = json.load(open(os.path.join(directory, name_), encoding="utf-8"))
+            assert [job["jobname"] for job in fio["jobs"]] == ["seq_write", "seq_read", "randrw", "fsync"]
+            assert "bins" in fio["jobs"][0]["write"]["clat_ns"], "not json+ output"
+    dd = open(os.path.join(directory, "dd.txt"), encoding="utf-8").read()
+    assert "copied" in dd and "=== ram write_fdatasync 3" in dd
 
 
 def test_results_carry_every_field(name, results):
@@ -69,6 +75,20 @@ def test_results_carry_every_field(name, results):
                for row in results["ratios"])
 
 
+def test_every_figure_is_the_median_of_three_runs_with_its_range(name, results):
+    records = [r for r in results["records"] if r["host"] == name]
+    assert results["runs_per_figure"] == 3 and all(r["runs"] == 3 for r in records)
+    for record in records:
+        for metric in ("bw_bytes", "iops", "clat_ns_p50", "clat_ns_p99"):
+            if record[metric] is not None:
+                assert record[metric + "_min"] <= record[metric] <= record[metric + "_max"], (record["test"], metric)
+    runs = [r for r in results["runs"] if r["host"] == name]
+    assert len(runs) == 3 * len(records) and set(r["round"] for r in runs) == {1, 2, 3}
+    for row in (row for row in results["ratios"] if row["host"] == name):
+        assert row["runs"] == 3 and row["ratio_low"] <= row["ratio"] <= row["ratio_high"]
+        assert row["words"] == "no clear difference" or row["clear"]
+
+
 def test_csv_matches_json(results):
     with open(os.path.join(RESULTS, "results.csv"), newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
@@ -80,12 +100,12 @@ def test_report_and_charts():
     for name in ("report.md", "report.html"):
         assert os.path.getsize(os.path.join(RESULTS, name)) > 0
     pngs = [name for name in os.listdir(RESULTS) if name.endswith(".png")]
-    assert {"throughput_write.png", "throughput_read.png", "throughput_groups.png", "iops.png", "latency_p99.png",
-            "memcopy_fraction.png"} <= set(pngs)
+    assert {"ratios.png", "throughput_write.png", "throughput_read.png", "throughput_groups.png", "iops.png",
+            "latency_p99.png", "memcopy_fraction.png", "latency_randrw_read.png", "latency_fsync_sync.png"} <= set(pngs)
     for png in pngs:
         with open(os.path.join(RESULTS, png), "rb") as handle:
             assert handle.read(8) == PNG_SIGNATURE, png
-    assert "tmpfs (/srv/ram)" in open(os.path.join(RESULTS, "report.md"), encoding="utf-8").read()
+    assert "ram (tmpfs, /srv/ram)" in open(os.path.join(RESULTS, "report.md"), encoding="utf-8").read()
 
 
 def test_no_benchmark_file_left_on_the_host(host):

@@ -239,6 +239,85 @@ def test_ratio_rows_and_groups():
     assert ("web", "fsync") not in by
 
 
+@pytest.mark.parametrize("ratio, higher, low, high, runs, words", [
+    (9.6, True, 8.1, 11.2, 5, "writes \u00d79.6 faster than disk (/var/tmp) on host h1 (\u00d78.1-11 over 5 runs)"),
+    # Slower: the range turns round with the ratio, lowest first.
+    (0.8, True, 0.7, 0.9, 3, "writes \u00d71.2 slower than disk (/var/tmp) on host h1 (\u00d71.1-1.4 over 3 runs)"),
+    (9.6, True, 9.6, 9.6, 1, "writes \u00d79.6 faster than disk (/var/tmp) on host h1"),
+])
+def test_sentence_with_the_spread_of_the_runs(ratio, higher, low, high, runs, words):
+    text = _bench.sentence("tmpfs", "/srv/ram", "/var/tmp", "h1", "writes", ratio, higher, low=low, high=high, runs=runs)
+    assert text == "tmpfs (/srv/ram) " + words
+
+
+def test_sentence_when_the_runs_overlap():
+    text = _bench.sentence("tmpfs", "/srv/ram", "/var/tmp", "h1", "stats small files", 1.1, True, clear=False,
+                           low=0.8, high=1.4, runs=3)
+    assert text == ("tmpfs (/srv/ram) stats small files: no clear difference from disk (/var/tmp) on host h1 "
+                    "(median \u00d71.1, runs \u00d70.8-1.4)")
+
+
+@pytest.mark.parametrize("ratio, higher, clear, words", [
+    (9.6, True, True, "\u00d79.6 faster"), (0.8, True, True, "\u00d71.2 slower"), (40.0, False, True, "\u00d740 lower"),
+    (0.5, False, True, "\u00d72.0 higher"), (1.1, True, False, "no clear difference"),
+])
+def test_ratio_words_say_what_the_sentence_says(ratio, higher, clear, words):
+    assert _bench.ratio_words(ratio, higher, clear) == words
+
+
+@pytest.mark.parametrize("values, expected", [([3], 3), ([1, 3, 2], 2), ([4, 1, 3, 2], 2.5), ([], None)])
+def test_median(values, expected):
+    assert _bench.median(values) == expected
+
+
+def test_summarize_takes_the_median_and_the_range_of_the_runs():
+    runs = [_record("h1", "ram", "ram", "seq_write", "write", bw_bytes=value, iops=value / 10.0, clat_ns_p99=p99,
+                    round=number) for number, (value, p99) in enumerate(((300, 9), (100, 7), (200, 8)), 1)]
+    runs.append(_record("h1", "disk", "disk", "seq_write", "write", bw_bytes=50, round=1))
+    summary = _bench.summarize(runs)
+    assert len(summary) == 2 and all(set(r) == set(_bench.COLUMNS) for r in summary)
+    ram = summary[0]
+    assert (ram["bw_bytes"], ram["bw_bytes_min"], ram["bw_bytes_max"], ram["runs"]) == (200, 100, 300, 3)
+    assert (ram["iops"], ram["clat_ns_p99"], ram["clat_ns_p99_min"], ram["clat_ns_p99_max"]) == (20.0, 8, 7, 9)
+    assert summary[1]["runs"] == 1 and summary[1]["bw_bytes_min"] == summary[1]["bw_bytes_max"] == 50
+
+
+def test_ratio_rows_say_no_clear_difference_when_the_runs_overlap():
+    records = [
+        # RAM 90-110 against disk 100-120: they overlap, whatever the medians say.
+        _record("h1", "ram", "ram", "seq_write", "write", bw_bytes=105, bw_bytes_min=90, bw_bytes_max=110, runs=3),
+        _record("h1", "disk", "disk", "seq_write", "write", bw_bytes=100, bw_bytes_min=95, bw_bytes_max=120, runs=3),
+        # Latency: RAM 10-12 ns, disk 900-1100 ns: clear, disk over RAM.
+        _record("h1", "ram", "ram", "fsync", "sync", clat_ns_p99=10, clat_ns_p99_min=10, clat_ns_p99_max=12, runs=3),
+        _record("h1", "disk", "disk", "fsync", "sync", clat_ns_p99=1000, clat_ns_p99_min=900, clat_ns_p99_max=1100,
+                runs=3),
+    ]
+    rows = dict((row["test"], row) for row in _bench.ratio_rows(records))
+    write = rows["seq_write"]
+    assert (write["clear"], write["words"], write["ratio"]) == (False, "no clear difference", 1.05)
+    assert (write["ratio_low"], write["ratio_high"]) == (0.75, round(110 / 95.0, 3))
+    assert "no clear difference from disk (/disk)" in write["sentence"]
+    sync = rows["fsync"]
+    assert (sync["clear"], sync["words"], sync["ratio"]) == (True, "\u00d7100 lower", 100.0)
+    assert (sync["ratio_low"], sync["ratio_high"]) == (75.0, 110.0)
+    assert sync["title"] == "fdatasync after 4 KiB writes (fio)"
+
+
+def test_groups_with_the_same_hosts_are_one_row():
+    records = [_record(host, label, kind, "seq_write", "write", bw_bytes=value)
+               for host, label, kind, value in (("h1", "ram", "ram", 1000), ("h1", "disk", "disk", 100),
+                                                ("h2", "ram", "ram", 400), ("h2", "disk", "disk", 100))]
+    rows = _bench.ratio_rows(records)
+    groups = _bench.group_rows(rows, {"h1": ["lab", "db", "all"], "h2": ["lab", "all"]})
+    assert [(g["group"], g["hosts"], g["clear"], g["words"]) for g in groups] == [
+        ("all, lab", 2, 2, "\u00d76.3 faster"), ("db", 1, 1, "\u00d710 faster")]
+
+
+def test_test_titles_are_unique():
+    titles = [_bench.test_title(tool, test, op) for tool, test, op, _metric, _higher, _verb in _bench.RATIO_METRICS]
+    assert len(set(titles)) == len(titles)
+
+
 def test_csv_text_quotes_and_round_trips():
     records = [{"host": "h1", "mount_options": "rw,nosuid", "iops": 1.23456789, "label": 'a"b', "bw_bytes": None}]
     text = _bench.csv_text(records, ("host", "mount_options", "iops", "label", "bw_bytes"))
@@ -246,18 +325,25 @@ def test_csv_text_quotes_and_round_trips():
     assert rows == [{"host": "h1", "mount_options": "rw,nosuid", "iops": "1.234568", "label": 'a"b', "bw_bytes": ""}]
 
 
-def test_host_records_from_a_real_run_carry_every_column():
-    base = os.path.join(FIXTURES, "run", "lab-debian12")
+def _fixture_run(name):
+    """The manifest and a reader of the raw files of the fetched run tests/unit/fixtures/<name>."""
+    base = os.path.join(FIXTURES, name, "lab-debian12")
     with open(os.path.join(base, "manifest.json"), encoding="utf-8") as handle:
         manifest = json.load(handle)
 
-    def read_raw(name):
-        with open(os.path.join(base, name), encoding="utf-8") as handle:
+    def read_raw(raw):
+        with open(os.path.join(base, raw), encoding="utf-8") as handle:
             return handle.read()
 
+    return manifest, read_raw
+
+
+def test_host_records_from_a_real_run_carry_every_column():
+    manifest, read_raw = _fixture_run("run")
     records, problems = _bench.host_records(manifest, read_raw)
     assert problems == []
-    assert all(set(r) == set(_bench.COLUMNS) for r in records)
+    # A run from before the rounds (one fio file, one dd entry and one metadata document per target).
+    assert all(set(r) == set(_bench.COLUMNS) | {"round"} and r["round"] == 1 for r in records)
     tests = set((r["label"], r["tool"], r["test"], r["op"]) for r in records)
     for label in ("tmp", "disk"):
         for expected in (("fio", "seq_write", "write"), ("fio", "seq_read", "read"), ("fio", "randrw", "read"),
@@ -281,3 +367,45 @@ def test_host_records_report_a_missing_raw_file():
 
     records, problems = _bench.host_records(manifest, read_raw)
     assert records == [] and problems == ["h: fio-t.json: no such file: fio-t.json"]
+
+
+def test_host_records_and_summary_of_a_real_run_with_three_rounds():
+    """tests/unit/fixtures/run-rounds: the quick profile on a lab host, 3 rounds of every test on a tmpfs
+    (web) and on the container's disk (overlay), as the role fetched it."""
+    manifest, read_raw = _fixture_run("run-rounds")
+    records, problems = _bench.host_records(manifest, read_raw)
+    assert problems == []
+    keys = set((r["label"], r["tool"], r["test"], r["op"]) for r in records)
+    assert len(keys) == 2 * 14
+    for key in keys:
+        assert sorted(r["round"] for r in records if (r["label"], r["tool"], r["test"], r["op"]) == key) == [1, 2, 3]
+    summary = _bench.summarize(records)
+    assert len(summary) == len(keys) and all(r["runs"] == 3 for r in summary)
+    for record in summary:
+        for metric in _bench.SPREAD_METRICS:
+            if record[metric] is not None:
+                assert record[metric + "_min"] <= record[metric] <= record[metric + "_max"]
+    small = [r for r in summary if r["test"] == "small_files"]
+    assert small and all(r["bw_bytes"] is None and r["iops"] > 0 for r in small)
+    rows = _bench.ratio_rows(summary)
+    assert len(rows) == 13 and all(r["ratio_low"] <= r["ratio"] <= r["ratio_high"] for r in rows)
+    assert all(r["runs"] == 3 for r in rows)
+    assert manifest["measure_seconds"] > 0
+
+
+def test_cdf_points_rise_to_one():
+    assert _bench.cdf_points({"300": 1, "100": 2, "200": 0, "400": 1}) == [(100, 0.5), (300, 0.75), (400, 1.0)]
+
+
+def test_latency_histograms_of_every_round_merged():
+    manifest, read_raw = _fixture_run("run-rounds")
+    found = _bench.host_latency_bins(manifest, read_raw)
+    assert set(found) == set(("lab-debian12", label, job, op) for label in ("web", "disk")
+                             for job, op in _bench.LATENCY_JOBS)
+    one = _bench.fio_latency_bins(_bench.parse_fio_json(read_raw("fio-web-1.json")), "fsync", "sync")
+    merged = found[("lab-debian12", "web", "fsync", "sync")]
+    # Three rounds hold more samples than the first alone, and the first's are all among them.
+    assert sum(merged.values()) > sum(one.values()) > 0
+    assert all(merged[value] >= count for value, count in one.items())
+    points = _bench.cdf_points(merged)
+    assert points[-1][1] == 1.0 and all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(points, points[1:]))

@@ -50,8 +50,10 @@ def test_report_files_fields_and_a_second_run(tmp_path, run_dir):
     assert result["changed"] is True and result["problems"] == []
     assert result["hosts"] == ["lab-debian12"]
     names = set(os.path.basename(f) for f in result["files"])
-    assert {"results.json", "results.csv", "report.md", "report.html", "throughput_write.png", "throughput_read.png",
-            "throughput_groups.png", "iops.png", "latency_p99.png", "memcopy_fraction.png"} <= names
+    assert {"results.json", "results.csv", "runs.csv", "report.md", "report.html", "ratios.png", "throughput_write.png",
+            "throughput_read.png", "throughput_groups.png", "iops.png", "latency_p99.png",
+            "memcopy_fraction.png", "latency_randrw_read.png", "latency_randrw_write.png",
+            "latency_fsync_sync.png"} <= names
     for name in names:
         assert (run_dir / name).is_file()
         if name.endswith(".png"):
@@ -60,14 +62,18 @@ def test_report_files_fields_and_a_second_run(tmp_path, run_dir):
     assert data["records"] and all(set(COLUMNS) <= set(r) for r in data["records"])
     assert data["context"]["lab-debian12"]["memcopy_bw_bytes"] > 0
     assert any("tmpfs (/tmp)" in r["sentence"] for r in data["ratios"])
-    assert set(g["group"] for g in data["group_ratios"]) == {"lab", "all"}
+    # 'lab' holds the same hosts as 'all': one row, named for both.
+    assert set(g["group"] for g in data["group_ratios"]) == {"all, lab"}
     with open(run_dir / "results.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == len(data["records"]) and list(rows[0]) == list(COLUMNS)
     report = (run_dir / "report.md").read_text()
     assert "![Sequential write throughput per host](throughput_write.png)" in report
     assert "Memory ceiling" in report and "\u00d7" in report
-    assert '<img src="latency_p99.png"' in (run_dir / "report.html").read_text()
+    # The HTML carries its charts inline: one file to mail or attach.
+    html = (run_dir / "report.html").read_text()
+    assert 'title="latency_p99.png"' in html and 'src="latency_p99.png"' not in html
+    assert html.count('src="data:image/png;base64,') == len([name for name in names if name.endswith(".png")])
 
     again = run_module(tmp_path, path=str(run_dir), groups={"lab-debian12": ["lab", "all"]})
     assert again["changed"] is False, again
@@ -83,3 +89,25 @@ def test_tables_only_and_errors(tmp_path, run_dir):
     empty.mkdir()
     none = run_module(tmp_path, path=str(empty))
     assert none["failed"] is True and "manifest.json" in none["msg"]
+
+
+def test_report_of_three_rounds_carries_the_spread(tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(RUN + "-rounds", run_dir)
+    result = run_module(tmp_path, path=str(run_dir), groups={"lab-debian12": ["lab", "all"]}, charts=False)
+    assert result.get("failed") is not True, result
+    assert result["summary"][0].startswith("RAM against disk on the hosts of all, lab (quick profile, median of 3 runs")
+    assert len(result["summary"]) == 1 + 13
+    data = json.loads((run_dir / "results.json").read_text())
+    assert data["runs_per_figure"] == 3 and len(data["runs"]) == 3 * len(data["records"])
+    with open(run_dir / "runs.csv", newline="") as handle:
+        runs = list(csv.DictReader(handle))
+    assert sorted(set(row["round"] for row in runs)) == ["1", "2", "3"]
+    report = (run_dir / "report.md").read_text()
+    assert "median of 3 runs" in report and "range of the runs" in report
+    # Test names are told apart, and the ratio column says what the sentence says.
+    assert "metadata metadata" not in report and "fio fsync sync" not in report
+    for row in data["ratios"]:
+        assert row["words"] in report
+        assert ("faster" in row["words"]) == ("faster" in row["sentence"])
+    assert "measuring time" in report

@@ -1,0 +1,83 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Run the benchmark twice back to back on the lab and print how far its RAM/disk ratios agree.
+
+Runs playbooks/benchmark.yml on the lab (which must be up: `make lab`, the Makefile target does it)
+twice, with the same profile and two run ids, and compares the two results.json: for each host, RAM
+target, disk target and test, the two ratios (each the median of the profile's runs) agree when the
+larger is at most 1.25 times the smaller. Prints the share that agree beside the target (80% for
+quick, 90% for standard), the comparisons that disagree most, and how often each run called a
+comparison "no clear difference". Run through `make bench-stability` (PROFILE=standard for the other).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RESULTS = os.path.join(REPO_ROOT, "build", "bench-stability")
+TARGETS = {"quick": 0.80, "standard": 0.90, "thorough": 0.90}
+AGREE = 1.25
+
+
+def benchmark(profile, run_id, extra):
+    argv = ["ansible-playbook", "-i", "inventories/lab", "playbooks/benchmark.yml", "-e",
+            "benchmark_profile=%s benchmark_run_id=%s benchmark_results_dir=%s" % (profile, run_id, RESULTS)] + extra
+    started = time.monotonic()
+    log_path = os.path.join(RESULTS, run_id + ".log")
+    with open(log_path, "w", encoding="utf-8") as log:
+        returncode = subprocess.call(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+    if returncode != 0:
+        with open(log_path, encoding="utf-8") as log:
+            sys.stdout.write(log.read()[-5000:])
+        raise SystemExit("stability: benchmark run %s failed (exit %d); log: %s"
+                         % (run_id, returncode, os.path.relpath(log_path, REPO_ROOT)))
+    with open(os.path.join(RESULTS, run_id, "results.json"), encoding="utf-8") as handle:
+        return json.load(handle), time.monotonic() - started
+
+
+def ratios(results):
+    return dict(((row["host"], row["ram_label"], row["disk_label"], row["title"]), row) for row in results["ratios"])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="quick", choices=sorted(TARGETS))
+    parser.add_argument("extra", nargs="*", help="more ansible-playbook arguments, such as --limit")
+    args = parser.parse_args()
+    os.makedirs(RESULTS, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    first, first_seconds = benchmark(args.profile, "%s-%s-a" % (stamp, args.profile), args.extra)
+    print("stability: first run in %.0f s" % first_seconds, flush=True)
+    second, second_seconds = benchmark(args.profile, "%s-%s-b" % (stamp, args.profile), args.extra)
+    print("stability: second run in %.0f s" % second_seconds, flush=True)
+    one, two = ratios(first), ratios(second)
+    keys = sorted(set(one) & set(two))
+    if not keys:
+        raise SystemExit("stability: the two runs have no RAM/disk comparison in common")
+    spread = []
+    for key in keys:
+        a, b = one[key]["ratio"], two[key]["ratio"]
+        spread.append((max(a, b) / min(a, b), key, a, b))
+    agree = [item for item in spread if item[0] <= AGREE]
+    share = len(agree) / float(len(spread))
+    target = TARGETS[args.profile]
+    runs = first.get("runs_per_figure")
+    print()
+    print("%s profile, %s runs per figure, two benchmark runs back to back on the lab" % (args.profile, runs))
+    print("comparisons in both runs: %d; agree within %.2fx: %d (%.0f%%), target at least %.0f%%: %s" % (
+        len(spread), AGREE, len(agree), 100 * share, 100 * target, "met" if share >= target else "not met"))
+    unclear = [sum(1 for key in keys if not rows[key]["clear"]) for rows in (one, two)]
+    print("called no clear difference: %d in the first run, %d in the second" % tuple(unclear))
+    print("the comparisons that moved most between the runs (ratio in run 1, run 2):")
+    for factor, key, a, b in sorted(spread, reverse=True)[:8]:
+        print("  %5.2fx  %s %s vs %s, %s: %.3g, %.3g" % (factor, key[0], key[1], key[2], key[3], a, b))
+    print("results: %s" % os.path.relpath(RESULTS, REPO_ROOT))
+
+
+if __name__ == "__main__":
+    main()
