@@ -328,6 +328,110 @@ def memcopy_bw(doc):
     return int(int(doc["bytes"]) / best) if best > 0 else None
 
 
+# --- two runs against each other ------------------------------------------------------------------
+
+# The figure each test is judged by, per (tool, test, op), and whether higher is better.
+def _judged_metric(tool, test, op):
+    for m_tool, m_test, m_op, metric, higher, _verb in RATIO_METRICS:
+        if (m_tool, m_test, m_op) == (tool, test, op):
+            return metric, higher
+    return None, True
+
+
+def compare_runs(before, after):
+    """Every figure two runs share (same host, target, test), each judged by its ratio metric, with
+    ``changed`` true only when the two runs' ranges do not overlap: a move within the spread is no
+    change. ``factor`` is after over before, turned round for latency, so above 1 is better."""
+    index = dict(((r["host"], r["label"], r["tool"], r["test"], r["op"]), r) for r in before)
+    rows = []
+    for record in after:
+        key = (record["host"], record["label"], record["tool"], record["test"], record["op"])
+        old = index.get(key)
+        metric, higher = _judged_metric(record["tool"], record["test"], record["op"])
+        if not old or not metric or not old.get(metric) or not record.get(metric):
+            continue
+        old_mid, old_low, old_high = _spread(old, metric)
+        new_mid, new_low, new_high = _spread(record, metric)
+        factor = new_mid / float(old_mid) if higher else old_mid / float(new_mid)
+        rows.append({
+            "host": record["host"], "label": record["label"], "tool": record["tool"], "test": record["test"],
+            "op": record["op"], "title": test_title(record["tool"], record["test"], record["op"]), "metric": metric,
+            "before": old_mid, "before_min": old_low, "before_max": old_high,
+            "after": new_mid, "after_min": new_low, "after_max": new_high,
+            "factor": round(factor, 3), "changed": new_low > old_high or new_high < old_low,
+        })
+    return rows
+
+
+# --- memory during the run ----------------------------------------------------------------------
+
+# Below this share of MemTotal, MemAvailable is too low for comfort: the kernel starts reclaiming hard
+# and a RAM disk of the tested size would crowd out the host's own work.
+MEMORY_FLOOR_SHARE = 0.10
+
+
+def parse_memory_tsv(text):
+    """The role's memory.tsv (a header, then one tab-separated sample per line: time, /proc/meminfo
+    fields in bytes, /proc/vmstat swap counters) as a list of dicts of numbers; a last line cut short
+    by the end of the run is left out."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    header = lines[0].split("\t")
+    samples = []
+    for line in lines[1:]:
+        fields = line.split("\t")
+        if len(fields) != len(header):
+            continue
+        try:
+            samples.append(dict((key, float(value) if key == "time" else int(value))
+                                for key, value in zip(header, fields) if value != ""))
+        except ValueError:
+            continue
+    return samples
+
+
+def memory_summary(samples):
+    """What the run did to the host's memory: the lowest MemAvailable (bytes and share of MemTotal),
+    how far Shmem (tmpfs and ramfs pages) rose above its first sample, the least SwapFree, and the pages
+    swapped out and in during the run."""
+    if not samples:
+        return None
+    first, last = samples[0], samples[-1]
+    total = first.get("MemTotal") or 0
+    available = [sample["MemAvailable"] for sample in samples if "MemAvailable" in sample]
+    lowest = min(available) if available else None
+    return {
+        "samples": len(samples),
+        "seconds": round(last["time"] - first["time"], 1),
+        "mem_total_bytes": total,
+        "mem_available_first_bytes": first.get("MemAvailable"),
+        "mem_available_min_bytes": lowest,
+        "mem_available_min_share": round(lowest / float(total), 4) if lowest is not None and total else None,
+        "shmem_rise_bytes": max(sample.get("Shmem", 0) for sample in samples) - first.get("Shmem", 0),
+        "swap_free_min_bytes": min(sample.get("SwapFree", 0) for sample in samples),
+        "swap_out_pages": last.get("pswpout", 0) - first.get("pswpout", 0),
+        "swap_in_pages": last.get("pswpin", 0) - first.get("pswpin", 0),
+    }
+
+
+def memory_warnings(host, summary, floor=MEMORY_FLOOR_SHARE):
+    """Sentences for a run that pushed the host into swap or MemAvailable below the floor."""
+    if not summary:
+        return []
+    warnings = []
+    if summary["swap_out_pages"] > 0:
+        warnings.append("Host %s went into swap during the benchmark: %d pages swapped out, %d in. Its figures "
+                        "include swapping; lower benchmark_memory_fraction or run with less else on the host."
+                        % (host, summary["swap_out_pages"], summary["swap_in_pages"]))
+    share = summary["mem_available_min_share"]
+    if share is not None and share < floor:
+        warnings.append("Host %s: MemAvailable fell to %.1f%% of MemTotal during the benchmark (under %d%%): a RAM "
+                        "disk of the tested size leaves the host little room; size it smaller or lower "
+                        "benchmark_memory_fraction." % (host, 100 * share, round(100 * floor)))
+    return warnings
+
+
 # --- /proc and /sys text -------------------------------------------------------------------------
 
 def cpu_model(cpuinfo):

@@ -47,6 +47,12 @@ options:
       - Draw the PNG charts with matplotlib. Without them the reports carry tables only.
     type: bool
     default: true
+  compare:
+    description:
+      - An earlier run to hold this one against, its directory (C(<results_dir>/<run_id>)) or its C(results.json).
+      - The report then lists every figure that moved beyond the spread of the two runs (their ranges do not
+        overlap), better or worse, and counts the ones that moved only within it.
+    type: path
   title:
     description:
       - Title of C(report.md) and C(report.html).
@@ -338,6 +344,42 @@ def draw_latency_charts(path, records, latency_bins):
     return written
 
 
+def draw_memory_chart(path, samples, phases):
+    """memory.png: MemAvailable and Shmem (as shares of MemTotal) and swap used, over the run's time, one
+    panel per host (at most 8), with each target's tests shaded; returns the file names."""
+    hosts = [host for host in sorted(samples) if len(samples[host]) > 1][:8]
+    if not hosts:
+        return []
+    figure, panels = plt.subplots(len(hosts), 1, figsize=(9.5, 2.3 * len(hosts) + 0.8), dpi=100, squeeze=False)
+    for panel, host in zip([row[0] for row in panels], hosts):
+        rows = samples[host]
+        start = rows[0]["time"]
+        total = float(rows[0].get("MemTotal") or 1)
+        times = [row["time"] - start for row in rows]
+        panel.plot(times, [100 * row.get("MemAvailable", 0) / total for row in rows], color="#1f77b4",
+                   label="MemAvailable")
+        panel.plot(times, [100 * row.get("Shmem", 0) / total for row in rows], color="#ff7f0e", label="Shmem")
+        panel.plot(times, [100 * (row.get("SwapTotal", 0) - row.get("SwapFree", 0)) / total for row in rows],
+                   color="#d62728", label="swap used")
+        panel.axhline(100 * _bench.MEMORY_FLOOR_SHARE, color="#999999", linewidth=0.7, linestyle=":")
+        for number, (label, began, ended) in enumerate(phases.get(host) or []):
+            if began and ended:
+                panel.axvspan(began - start, ended - start, color="#cccccc" if number % 2 else "#e8e8e8", zorder=0)
+                # Alternate heights, so the names of short neighbouring targets do not run together.
+                panel.annotate(label, ((began + ended) / 2.0 - start, 100 if number % 2 else 90), ha="center",
+                               va="top", fontsize="x-small", color="#555555")
+        panel.set_ylim(0, 105)
+        panel.set_ylabel("% of MemTotal", fontsize="small")
+        panel.set_title("%s (MemTotal %s)" % (host, _bench.human_bytes(total)), fontsize="small")
+        panel.grid(alpha=0.3)
+    panels[0][0].legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    panels[-1][0].set_xlabel("seconds since the tests began (shaded: one target's tests; dotted: 10% of MemTotal)")
+    figure.tight_layout()
+    figure.savefig(os.path.join(path, "memory.png"), format="png", metadata={"Software": None})
+    plt.close(figure)
+    return ["memory.png"]
+
+
 def draw_charts(path, records, group_rows_bw, group_ratios=None, latency_bins=None):
     """Writes the PNGs into path; returns their file names."""
     written = []
@@ -439,6 +481,17 @@ def _with_spread(metric, record):
     return text
 
 
+def _moved_words(factor):
+    """'×2.0 better' or '×1.5 worse', from after over before (above 1 is better)."""
+    return "\u00d7%s %s" % (_bench.format_ratio(max(factor, 1 / factor)), "better" if factor >= 1 else "worse")
+
+
+def _as_figure(row, side):
+    """A compare row's one side as a record _with_spread can show."""
+    return {row["metric"]: row[side], row["metric"] + "_min": row[side + "_min"],
+            row["metric"] + "_max": row[side + "_max"], "runs": 2}
+
+
 def summary_lines(data):
     """The few lines the terminal shows: per RAM backend and test, the first group's (all hosts) result
     and the range of the runs."""
@@ -446,8 +499,9 @@ def summary_lines(data):
     if not rows:
         return ["No RAM-versus-disk comparison: no host had both a RAM target and a disk target."]
     first = rows[0]["group"]
-    lines = ["RAM against disk on the hosts of %s (%s profile, median of %s runs, range of the runs):"
-             % (first, data["profile"], data.get("runs_per_figure") or 1)]
+    lines = list(data.get("warnings") or [])
+    lines.append("RAM against disk on the hosts of %s (%s profile, median of %s runs, range of the runs):"
+                 % (first, data["profile"], data.get("runs_per_figure") or 1))
     width = max(len(row["title"]) for row in rows)
     for row in rows:
         if row["group"] != first:
@@ -456,6 +510,12 @@ def summary_lines(data):
         lines.append("  %-6s %-*s %-20s %s%s" % (
             row["ram_backend"], width, row["title"], row["words"], _range(row["ratio_low"], row["ratio_high"]),
             "; %d of %d comparisons unclear" % (unclear, row["rows"]) if unclear and row["clear"] else ""))
+    if data.get("compare"):
+        rows = data["compare"]["rows"]
+        moved = [row for row in rows if row["changed"]]
+        lines.append("Against run %s: %d of %d figures moved beyond the spread (%d better, %d worse)." % (
+            data["compare"]["run_id"], len(moved), len(rows), sum(1 for row in moved if row["factor"] >= 1),
+            sum(1 for row in moved if row["factor"] < 1)))
     return lines
 
 
@@ -494,6 +554,40 @@ def report_sections(data, charts):
                           ("memcopy_fraction.png", "RAM storage as a share of memory copy bandwidth")):
         if name in charts:
             out.append(("img", (name, caption)))
+    if data.get("compare"):
+        compare = data["compare"]
+        moved = [row for row in compare["rows"] if row["changed"]]
+        out.append(("h2", "Against run %s" % compare["run_id"]))
+        out.append(("p", "%d of the %d figures both runs have moved beyond the spread (the two runs' ranges do not "
+                         "overlap); the others moved only within it. Run %s used the %s profile." % (
+                             len(moved), len(compare["rows"]), compare["run_id"], compare["profile"])))
+        out.append(("table", (["host", "target", "test", "before", "now", "change"],
+                              [[row["host"], row["label"], row["title"],
+                                _with_spread(row["metric"], _as_figure(row, "before")),
+                                _with_spread(row["metric"], _as_figure(row, "after")),
+                                _moved_words(row["factor"])] for row in moved])))
+    if data.get("memory"):
+        out.append(("h2", "Memory during the run"))
+        out.append(("p", "Sampled from /proc/meminfo and /proc/vmstat while the tests ran. Shmem is what tmpfs and "
+                         "ramfs hold; a host that swaps, or whose MemAvailable falls low, during the benchmark would "
+                         "do so in production with a RAM disk of that size."))
+        rows = []
+        for host in sorted(data["memory"]):
+            summary = data["memory"][host]
+            if not summary:
+                continue
+            rows.append([host, summary["samples"], "%.0f s" % summary["seconds"],
+                         _bench.human_bytes(summary["mem_available_first_bytes"]),
+                         "%s (%.0f%%)" % (_bench.human_bytes(summary["mem_available_min_bytes"]),
+                                          100 * (summary["mem_available_min_share"] or 0)),
+                         _bench.human_bytes(summary["shmem_rise_bytes"]),
+                         "%d out, %d in" % (summary["swap_out_pages"], summary["swap_in_pages"])])
+        out.append(("table", (["host", "samples", "over", "MemAvailable at the start", "lowest MemAvailable",
+                               "Shmem rose by", "pages swapped"], rows)))
+        if "memory.png" in charts:
+            out.append(("img", ("memory.png", "Memory and swap through the run, per host")))
+        if data["warnings"]:
+            out.append(("p", " ".join(data["warnings"])))
     out.append(("h2", "Memory ceiling"))
     out.append(("p", "Memory copy bandwidth of each host, measured with one copier per core (as many as fio's "
                      "sequential jobs), and RAM storage's sequential fio throughput as a share of it: how close the file "
@@ -612,6 +706,7 @@ def latency_histograms(path, hosts):
 
 
 def build(path, hosts, groups, title):
+    samples, memory, phases, warnings = {}, {}, {}, []
     records = []
     problems = []
     context = {}
@@ -632,6 +727,15 @@ def build(path, hosts, groups, title):
         context[host] = _bench.host_context(manifest)
         context[host]["wall_seconds"] = manifest.get("wall_seconds")
         context[host]["measure_seconds"] = manifest.get("measure_seconds")
+        if manifest.get("memory"):
+            try:
+                samples[host] = _bench.parse_memory_tsv(read_raw(manifest["memory"]))
+            except (IOError, OSError) as exc:
+                problems.append("%s: %s: %s" % (host, manifest["memory"], exc))
+            memory[host] = _bench.memory_summary(samples.get(host))
+            warnings += _bench.memory_warnings(host, memory[host])
+            phases[host] = [(target["label"], target.get("started"), target.get("ended"))
+                            for target in manifest.get("targets") or [] if target.get("started")]
         context[host]["fio_installed"] = manifest.get("fio_installed")
         targets[host] = [_bench.target_context(target) for target in manifest.get("targets") or []]
     host_groups = dict((host, groups.get(host) or ["all"]) for host in hosts)
@@ -654,6 +758,10 @@ def build(path, hosts, groups, title):
         "ratios": ratios,
         "group_ratios": _bench.group_rows(ratios, host_groups),
         "group_throughput": group_throughput(records, host_groups),
+        "memory": memory,
+        "memory_samples": samples,
+        "phases": phases,
+        "warnings": warnings,
         "problems": problems,
     }
 
@@ -679,6 +787,7 @@ def main():
             groups=dict(type="dict", default={}),
             charts=dict(type="bool", default=True),
             title=dict(type="str", default="RAM storage versus disk"),
+            compare=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -696,6 +805,20 @@ def main():
                              "into <results_dir>/<run_id>/<host>/." % path)
     groups = dict((str(host), [str(g) for g in (names or [])]) for host, names in module.params["groups"].items())
     data = build(path, hosts, groups, module.params["title"])
+    # The samples stay in each host's memory.tsv; results.json keeps what they add up to.
+    samples = data.pop("memory_samples")
+    if module.params["compare"]:
+        earlier = module.params["compare"]
+        if os.path.isdir(earlier):
+            earlier = os.path.join(earlier, "results.json")
+        try:
+            with open(earlier, encoding="utf-8") as handle:
+                before = json.load(handle)
+            rows = _bench.compare_runs(before["records"], data["records"])
+        except (IOError, OSError, ValueError, KeyError, TypeError) as exc:
+            module.fail_json(msg="compare is %s: it is not the results.json of an earlier benchmark run (%s). Give the "
+                                 "run's directory, <results_dir>/<run_id>, or leave compare out." % (earlier, exc))
+        data["compare"] = {"run_id": before.get("run_id"), "profile": before.get("profile"), "rows": rows}
     if not data["records"]:
         module.fail_json(msg="No figures could be read for any host under %s: %s" % (path, "; ".join(data["problems"])),
                          problems=data["problems"])
@@ -717,6 +840,7 @@ def main():
         try:
             chart_names = draw_charts(path, data["records"], data["group_throughput"], data["group_ratios"],
                                       latency_bins)
+            chart_names += draw_memory_chart(path, samples, data["phases"])
         except Exception as exc:  # matplotlib raises many kinds; the message says which chart and why
             module.fail_json(msg="Drawing the charts in %s failed: %s" % (path, exc), exception=traceback.format_exc())
     elif module.params["charts"]:

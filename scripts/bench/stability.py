@@ -40,6 +40,43 @@ def benchmark(profile, run_id, extra):
         return json.load(handle), time.monotonic() - started
 
 
+def direct_fio(results, run_dir, runs=3):
+    """The role's sequential write and random read jobs on one RAM target of one lab host, run again with
+    fio directly (docker exec, the same options the role gives them), right after the role's run: the
+    role must report what fio itself reports (medians within 10%)."""
+    for host in results["hosts"]:
+        with open(os.path.join(run_dir, host, "manifest.json"), encoding="utf-8") as handle:
+            manifest = json.load(handle)
+        rams = [target for target in manifest["targets"] if target["kind"] == "ram" and target["backend"] == "tmpfs"]
+        if rams:
+            break
+    else:
+        return []
+    target = rams[0]
+    mib = target["file_size_bytes"] // 1048576
+    cores = int(manifest["cores"])
+    runtime = manifest["profile_spec"]["fio_runtime"]
+    jobs = (("seq_write", "write", "bw_bytes", ["--rw=write", "--bs=1M", "--ioengine=psync", "--numjobs=%d" % min(cores, mib),
+                                                "--size=%d" % (mib // min(cores, mib) * 1048576)]),
+            ("randrw", "read", "iops", ["--rw=randrw", "--rwmixread=50", "--bs=4k", "--ioengine=psync", "--numjobs=1",
+                                        "--size=%d" % (mib * 1048576)]))
+    lines = []
+    for job, op, metric, options in jobs:
+        values = []
+        for _number in range(runs):
+            argv = ["docker", "exec", host, "fio", "--output-format=json", "--name=" + job,
+                    "--directory=" + target["path"], "--runtime=%s" % runtime, "--time_based=1", "--unlink=1",
+                    "--group_reporting=1", "--invalidate=1", "--direct=0"] + options
+            output = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+            section = json.loads(output[output.index("{"):])["jobs"][0][op]
+            values.append(float(section["bw_bytes"] if metric == "bw_bytes" else section["iops"]))
+        direct = sorted(values)[len(values) // 2]
+        role = [r for r in results["records"] if r["host"] == host and r["label"] == target["label"]
+                and r["tool"] == "fio" and r["test"] == job and r["op"] == op][0][metric]
+        lines.append((host, target["path"], job, op, metric, role, direct, abs(role - direct) / direct))
+    return lines
+
+
 def ratios(results):
     return dict(((row["host"], row["ram_label"], row["disk_label"], row["title"]), row) for row in results["ratios"])
 
@@ -76,6 +113,10 @@ def main():
     print("the comparisons that moved most between the runs (ratio in run 1, run 2):")
     for factor, key, a, b in sorted(spread, reverse=True)[:8]:
         print("  %5.2fx  %s %s vs %s, %s: %.3g, %.3g" % (factor, key[0], key[1], key[2], key[3], a, b))
+    print("the role against fio run directly, same jobs, right after the second run (median of 3 each):")
+    for host, path, job, op, metric, role, direct, gap in direct_fio(second, os.path.join(RESULTS, second["run_id"])):
+        print("  %s %s %s %s %s: role %.4g, fio %.4g, %.0f%% apart (target within 10%%: %s)"
+              % (host, path, job, op, metric, role, direct, 100 * gap, "met" if gap <= 0.10 else "not met"))
     print("results: %s" % os.path.relpath(RESULTS, REPO_ROOT))
 
 

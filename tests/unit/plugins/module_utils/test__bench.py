@@ -409,3 +409,44 @@ def test_latency_histograms_of_every_round_merged():
     assert all(merged[value] >= count for value, count in one.items())
     points = _bench.cdf_points(merged)
     assert points[-1][1] == 1.0 and all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(points, points[1:]))
+
+
+MEMORY_TSV = (
+    "time\tMemTotal\tMemAvailable\tMemFree\tShmem\tActive\tInactive\tSwapTotal\tSwapFree\tpswpin\tpswpout\n"
+    "100.0\t1000\t600\t500\t10\t1\t1\t400\t400\t5\t7\n"
+    "100.5\t1000\t80\t50\t300\t1\t1\t400\t350\t6\t19\n"
+    "101.0\t1000\t550\t450\t20\t1\t1\t400\t380\t9\t19\n"
+    "101.5\t1000\t55"
+)
+
+
+def test_memory_samples_summary_and_warnings():
+    samples = _bench.parse_memory_tsv(MEMORY_TSV)
+    assert len(samples) == 3 and samples[1]["Shmem"] == 300 and samples[0]["time"] == 100.0
+    summary = _bench.memory_summary(samples)
+    assert summary == {
+        "samples": 3, "seconds": 1.0, "mem_total_bytes": 1000, "mem_available_first_bytes": 600,
+        "mem_available_min_bytes": 80, "mem_available_min_share": 0.08, "shmem_rise_bytes": 290,
+        "swap_free_min_bytes": 350, "swap_out_pages": 12, "swap_in_pages": 4,
+    }
+    warnings = _bench.memory_warnings("h1", summary)
+    assert warnings[0].startswith("Host h1 went into swap during the benchmark: 12 pages swapped out, 4 in.")
+    assert warnings[1].startswith("Host h1: MemAvailable fell to 8.0% of MemTotal during the benchmark (under 10%)")
+    calm = dict(summary, swap_out_pages=0, mem_available_min_share=0.5)
+    assert _bench.memory_warnings("h1", calm) == [] and _bench.memory_summary([]) is None
+
+
+def test_compare_runs_counts_a_move_only_beyond_the_spread():
+    before = [_record("h1", "ram", "ram", "seq_write", "write", bw_bytes=100, bw_bytes_min=90, bw_bytes_max=110),
+              _record("h1", "ram", "ram", "fsync", "sync", clat_ns_p99=1000, clat_ns_p99_min=900, clat_ns_p99_max=1100),
+              _record("h1", "ram", "ram", "randrw", "read", iops=50, iops_min=40, iops_max=60)]
+    after = [_record("h1", "ram", "ram", "seq_write", "write", bw_bytes=105, bw_bytes_min=95, bw_bytes_max=115),
+             # Latency halved, clear of the old range: better, factor 2.
+             _record("h1", "ram", "ram", "fsync", "sync", clat_ns_p99=500, clat_ns_p99_min=450, clat_ns_p99_max=550),
+             _record("h1", "ram", "ram", "randrw", "read", iops=20, iops_min=18, iops_max=25),
+             _record("h2", "ram", "ram", "randrw", "read", iops=20)]   # not in the earlier run
+    rows = dict((row["test"], row) for row in _bench.compare_runs(before, after))
+    assert set(rows) == {"seq_write", "fsync", "randrw"}
+    assert (rows["seq_write"]["changed"], rows["seq_write"]["factor"]) == (False, 1.05)
+    assert (rows["fsync"]["changed"], rows["fsync"]["factor"]) == (True, 2.0)
+    assert (rows["randrw"]["changed"], rows["randrw"]["factor"]) == (True, 0.4)

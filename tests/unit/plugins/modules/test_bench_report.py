@@ -111,3 +111,28 @@ def test_report_of_three_rounds_carries_the_spread(tmp_path):
         assert row["words"] in report
         assert ("faster" in row["words"]) == ("faster" in row["sentence"])
     assert "measuring time" in report
+
+
+def test_a_run_held_against_an_earlier_one(tmp_path):
+    earlier, later = tmp_path / "earlier", tmp_path / "later"
+    shutil.copytree(RUN + "-rounds", earlier)
+    shutil.copytree(RUN + "-rounds", later)
+    first = run_module(tmp_path, path=str(earlier), charts=False)
+    assert first.get("failed") is not True, first
+    # The same figures: nothing moved.
+    same = run_module(tmp_path, path=str(later), charts=False, compare=str(earlier))
+    assert same.get("failed") is not True, same
+    assert same["summary"][-1].startswith("Against run try1: 0 of 26 figures moved beyond the spread")
+    # Halve every disk figure of the earlier run (a slower disk before): RAM is as it was, disk moved.
+    data = json.loads((earlier / "results.json").read_text())
+    for record in data["records"]:
+        if record["kind"] == "disk":
+            for key in [key for key in record if key.startswith(("bw_bytes", "iops"))]:
+                record[key] = record[key] / 4 if record[key] else record[key]
+    (earlier / "results.json").write_text(json.dumps(data))
+    moved = run_module(tmp_path, path=str(later), charts=False, compare=str(earlier / "results.json"))
+    line = moved["summary"][-1]
+    assert line.startswith("Against run try1: ") and " worse)" in line and "(0 better" not in line, line
+    assert "## Against run try1" in (later / "report.md").read_text()
+    wrong = run_module(tmp_path, path=str(later), charts=False, compare=str(tmp_path / "nothing"))
+    assert wrong["failed"] and "it is not the results.json of an earlier benchmark run" in wrong["msg"]
