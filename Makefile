@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/scripts/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: demo test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab bench bench-fleet bench-converge bench-stability clean
+.PHONY: demo test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab bench bench-fleet bench-converge bench-stability bench-survey clean
 
 setup:
 	bash scripts/bootstrap.sh
@@ -31,6 +31,7 @@ vm-down:
 	bash scripts/lab/vm.sh down
 
 demo: lab
+	ansible-playbook -i inventories/lab playbooks/survey.yml
 	ansible-playbook -i inventories/lab playbooks/site.yml
 	ansible-playbook -i inventories/lab playbooks/facts.yml
 	ansible-playbook -i inventories/lab playbooks/benchmark.yml
@@ -112,6 +113,10 @@ bench-converge: setup
 bench-stability: lab
 	ansible-playbook -i inventories/lab playbooks/site.yml
 	$(BIN)/python scripts/bench/stability.py --profile $(or $(PROFILE),quick)
+
+# survey_report on 10,000 synthetic hosts: the time to write the whole report, beside its target (10 s).
+bench-survey: setup
+	$(BIN)/python scripts/bench/survey_report.py
 
 clean: lab-down vm-down
 	rm -rf build .cache tests/output

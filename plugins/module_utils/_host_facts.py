@@ -66,11 +66,16 @@ def memory_facts(meminfo):
     if available is None:
         # Kernels before 3.14 lack MemAvailable; this is the usual estimate.
         available = meminfo.get("MemFree", 0) + meminfo.get("Buffers", 0) + meminfo.get("Cached", 0)
+    total = meminfo.get("MemTotal", 0)
     return {
-        "total_bytes": meminfo.get("MemTotal", 0),
+        "total_bytes": total,
         "available_bytes": available,
         "free_bytes": meminfo.get("MemFree", 0),
         "shmem_bytes": meminfo.get("Shmem", 0),
+        # free(1)'s other columns, as procps-ng 4 computes them: used is what is not available, buff/cache
+        # the buffers, the page cache and the reclaimable slab.
+        "used_bytes": max(total - available, 0),
+        "buff_cache_bytes": meminfo.get("Buffers", 0) + meminfo.get("Cached", 0) + meminfo.get("SReclaimable", 0),
         "cgroup_limit_bytes": _cgroup_limit(),
     }
 

@@ -145,7 +145,6 @@ problems:
   sample: []
 """
 
-import base64
 import datetime
 import json
 import os
@@ -154,19 +153,8 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _bench
-
-MATPLOTLIB_IMPORT_ERROR = None
-try:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-except ImportError:
-    HAS_MATPLOTLIB = False
-    MATPLOTLIB_IMPORT_ERROR = traceback.format_exc()
-else:
-    HAS_MATPLOTLIB = True
+from ansible_collections.ramdisk.provision.plugins.module_utils._report import (
+    HAS_MATPLOTLIB, MATPLOTLIB_IMPORT_ERROR, plt, render_html, render_markdown, ticker)
 
 
 def load_host(path, host):
@@ -211,8 +199,9 @@ def _bar_chart(filename, title, ylabel, categories, series, log=False):
         heights = [value if value else 0 for value in values]
         errors = [[max(value - low, 0) if value and low else 0 for value, low in zip(values, lows)],
                   [max(high - value, 0) if value and high else 0 for value, high in zip(values, highs)]]
+        spread = any(errors[0]) or any(errors[1])
         axes.bar(positions, heights, width, label=name, color=color, edgecolor="black", linewidth=0.4,
-                 yerr=errors, capsize=3, error_kw={"elinewidth": 0.8})
+                 yerr=errors if spread else None, capsize=3, error_kw={"elinewidth": 0.8})
     axes.set_xticks(range(len(categories)))
     axes.set_xticklabels(categories, rotation=20 if len(categories) > 4 else 0,
                          ha="right" if len(categories) > 4 else "center")
@@ -273,7 +262,7 @@ def _ratio_chart(filename, rows):
     axes.set_xscale("log")
     values = [value for row in rows for value in (row["ratio_low"], row["ratio_high"]) if value]
     axes.set_xlim(min(values + [1.0]) / 1.5, max(values + [1.0]) * 8)
-    axes.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
+    axes.xaxis.set_major_formatter(ticker.FuncFormatter(
         lambda value, _position: "\u00d7%g" % value))
     axes.set_yticks(positions)
     axes.set_yticklabels(labels, fontsize="small")
@@ -311,7 +300,7 @@ def _latency_chart(filename, title, curves, kinds):
     ticks = (0.01, 0.1, 0.5, 0.9, 0.99, 0.999)
     axes.set_yticks(ticks)
     axes.set_yticklabels(["p%g" % (100 * tick) for tick in ticks])
-    axes.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    axes.yaxis.set_minor_formatter(ticker.NullFormatter())
     axes.set_xlabel("latency, microseconds (log scale)")
     axes.set_ylabel("operations at or below (logit scale)")
     axes.set_title(title)
@@ -457,13 +446,6 @@ def group_throughput(records, groups):
             buckets.setdefault((group, record["kind"], record["test"]), []).append(record["bw_bytes"])
     return [{"group": g, "kind": k, "test": t, "bw_bytes": _bench.geometric_mean(v), "samples": len(v)}
             for (g, k, t), v in sorted(buckets.items())]
-
-
-def _table(headers, rows):
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _h in headers) + " |"]
-    for row in rows:
-        lines.append("| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |")
-    return lines
 
 
 def _range(low, high):
@@ -637,59 +619,12 @@ def report_sections(data, charts):
     return out
 
 
-def render_markdown(sections):
-    lines = []
-    for kind, payload in sections:
-        if kind == "h1":
-            lines += ["# " + payload, ""]
-        elif kind == "h2":
-            lines += ["## " + payload, ""]
-        elif kind == "p":
-            lines += [payload, ""]
-        elif kind == "table":
-            lines += _table(*payload) + [""]
-        elif kind == "img":
-            lines += ["![%s](%s)" % (payload[1], payload[0]), ""]
-    return "\n".join(lines)
-
-
-def _escape(text):
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-def _inline_image(path, name):
-    """The chart as a data: URI, so report.html is one self-contained file that can be mailed or
-    attached; the file name when the chart cannot be read."""
+def _number(value):
+    """A figure of the manifest as a number: ansible-core 2.17 and 2.18 write templated numbers as text."""
     try:
-        with open(os.path.join(path, name), "rb") as handle:
-            return "data:image/png;base64," + base64.b64encode(handle.read()).decode("ascii")
-    except (IOError, OSError):
-        return name
-
-
-def render_html(sections, title, path=None):
-    body = []
-    for kind, payload in sections:
-        if kind in ("h1", "h2"):
-            body.append("<%s>%s</%s>" % (kind, _escape(payload), kind))
-        elif kind == "p":
-            body.append("<p>%s</p>" % _escape(payload))
-        elif kind == "table":
-            headers, rows = payload
-            body.append("<table><thead><tr>%s</tr></thead><tbody>" % "".join("<th>%s</th>" % _escape(h) for h in headers))
-            for row in rows:
-                body.append("<tr>%s</tr>" % "".join("<td>%s</td>" % _escape(cell) for cell in row))
-            body.append("</tbody></table>")
-        elif kind == "img":
-            source = _inline_image(path, payload[0]) if path else payload[0]
-            body.append('<figure><img src="%s" alt="%s" title="%s"><figcaption>%s</figcaption></figure>'
-                        % (_escape(source), _escape(payload[1]), _escape(payload[0]), _escape(payload[1])))
-    style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
-             "table{border-collapse:collapse;margin:1em 0;font-size:90%}"
-             "td,th{border:1px solid #bbb;padding:3px 6px;text-align:left}th{background:#eee}"
-             "img{max-width:100%}")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title><style>%s</style></head>"
-            "<body>\n%s\n</body></html>\n" % (_escape(title), style, "\n".join(body)))
+        return float(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
 
 
 def latency_histograms(path, hosts):
@@ -726,7 +661,7 @@ def build(path, hosts, groups, title):
         problems += host_problems
         context[host] = _bench.host_context(manifest)
         context[host]["wall_seconds"] = manifest.get("wall_seconds")
-        context[host]["measure_seconds"] = manifest.get("measure_seconds")
+        context[host]["measure_seconds"] = _number(manifest.get("measure_seconds"))
         if manifest.get("memory"):
             try:
                 samples[host] = _bench.parse_memory_tsv(read_raw(manifest["memory"]))
@@ -734,7 +669,7 @@ def build(path, hosts, groups, title):
                 problems.append("%s: %s: %s" % (host, manifest["memory"], exc))
             memory[host] = _bench.memory_summary(samples.get(host))
             warnings += _bench.memory_warnings(host, memory[host])
-            phases[host] = [(target["label"], target.get("started"), target.get("ended"))
+            phases[host] = [(target["label"], _number(target.get("started")), _number(target.get("ended")))
                             for target in manifest.get("targets") or [] if target.get("started")]
         context[host]["fio_installed"] = manifest.get("fio_installed")
         targets[host] = [_bench.target_context(target) for target in manifest.get("targets") or []]

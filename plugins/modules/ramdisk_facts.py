@@ -78,7 +78,8 @@ ansible_facts:
       type: dict
       contains:
         memory:
-          description: Memory from /proc/meminfo in bytes, and the cgroup memory limit if any.
+          description: Memory from /proc/meminfo in bytes (with free(1)'s used and buff/cache columns, as procps-ng 4
+            computes them), and the cgroup memory limit if any.
           type: dict
           returned: always
           sample:
@@ -86,6 +87,8 @@ ansible_facts:
             available_bytes: 20113534976
             free_bytes: 18013534976
             shmem_bytes: 4096
+            used_bytes: 5161259008
+            buff_cache_bytes: 2307473408
             cgroup_limit_bytes: null
         swap:
           description: Swap totals and the devices from /proc/swaps.

@@ -204,6 +204,14 @@ play tmp_on_tmpfs ramdisk.provision.tmp_on_tmpfs
 # The report's charts need matplotlib in the Python that runs Ansible; a core's own venv has none.
 charts=true
 "$venv/bin/python" -c 'import matplotlib' 2> /dev/null || charts=false
+# The survey, read-only, from the installed collection: its files land under the working directory.
+play survey ramdisk.provision.survey -e survey_run_id=tarball -e survey_charts=$charts
+(($(changed survey) == 0)) || { say "FAILED: the survey changed $(changed survey) tasks (it only reads)"; exit 1; }
+for file in survey.csv survey.json report.md report.html; do
+  [[ -s $work/survey-results/tarball/$file ]] || { say "FAILED: the survey left no survey-results/tarball/$file"; exit 1; }
+done
+grep -q "^pkg[0-9]*-lab-db," "$work/survey-results/tarball/survey.csv" || { say "FAILED: survey.csv has no row for lab-db"; exit 1; }
+
 # One run of each test: this proves the packaged role and report work on this core; the repeated runs
 # and their spread are checked by the molecule benchmark scenario.
 play benchmark ramdisk.provision.benchmark -e benchmark_run_id=tarball -e benchmark_charts=$charts -e benchmark_runs=1

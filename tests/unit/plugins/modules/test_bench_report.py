@@ -136,3 +136,19 @@ def test_a_run_held_against_an_earlier_one(tmp_path):
     assert "## Against run try1" in (later / "report.md").read_text()
     wrong = run_module(tmp_path, path=str(later), charts=False, compare=str(tmp_path / "nothing"))
     assert wrong["failed"] and "it is not the results.json of an earlier benchmark run" in wrong["msg"]
+
+
+def test_numbers_written_as_text_by_older_cores(tmp_path):
+    """ansible-core 2.17 and 2.18 template the manifest's numbers into text ("54.3"): the report reads them."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(RUN + "-rounds", run_dir)
+    manifest_path = run_dir / "lab-debian12" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["measure_seconds"] = "54.3"
+    manifest["runs"] = "3"
+    for target in manifest["targets"]:
+        target["started"], target["ended"] = "1795490000.5", "1795490020.25"
+    manifest_path.write_text(json.dumps(manifest))
+    result = run_module(tmp_path, path=str(run_dir), charts=False)
+    assert result.get("failed") is not True, result
+    assert "| 54.3 s |" in (run_dir / "report.md").read_text()

@@ -57,6 +57,9 @@ def test_memory_matches_proc(facts):
     assert abs(memory["available_bytes"] - meminfo["MemAvailable"]) < 512 * 1024 ** 2
     assert abs(memory["free_bytes"] - meminfo["MemFree"]) < 512 * 1024 ** 2
     assert memory["shmem_bytes"] >= 0
+    assert memory["used_bytes"] == memory["total_bytes"] - memory["available_bytes"]
+    cached = meminfo["Buffers"] + meminfo["Cached"] + meminfo["SReclaimable"]
+    assert abs(memory["buff_cache_bytes"] - cached) < 512 * 1024 ** 2
 
 
 def test_swap_matches_proc(tmp_path):

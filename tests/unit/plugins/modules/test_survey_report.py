@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Run survey_report for real, in a temporary directory, on plans shaped as ramdisk_plan returns them."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import ansible_collections.ramdisk.provision.plugins.modules.survey_report as module_under_test
+from ansible_collections.ramdisk.provision.plugins.module_utils._survey import GIB, MIB, SURVEY_COLUMNS
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def run_module(tmp_path, **args):
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), MPLBACKEND="Agg")
+    proc = subprocess.run([sys.executable, "-m", module_under_test.__name__, str(args_file)], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)
+    return json.loads(proc.stdout)
+
+
+def plan(tmp, total, available, swap_total=0, swap_free=0, complete=True, errors=(), actions=()):
+    """A ramdisk_plan result with the fields the survey reads."""
+    return {
+        "errors": list(errors), "warnings": [],
+        "policy": {"entries": [{"path": "/tmp", "backend": "tmpfs"}],
+                   "budget": {"limit": "80%", "limit_bytes": int(total * 0.8), "total_bytes": total // 2}},
+        "tmpfs": [{"path": path, "action": action, "state": "mounted", "fstype": "tmpfs", "options": ["size=50%"],
+                   "ram_bytes": total // 2} for path, action in actions],
+        "ramfs": [], "zram": [], "zram_swap": [], "brd": {},
+        "ansible_facts": {"ramdisk": {
+            "memory": {"total_bytes": total, "available_bytes": available, "free_bytes": available // 2,
+                       "shmem_bytes": 4096, "used_bytes": total - available, "buff_cache_bytes": available // 2},
+            "swap": {"total_bytes": swap_total, "free_bytes": swap_free, "devices": []},
+            "paths": {"/tmp": {"usage_bytes": tmp, "inodes": 12, "complete": complete}},
+            "tmp_gate": {"usage_bytes": tmp, "complete": complete, "tmp_is_ram_backed": False},
+            "support": {"tmpfs": True, "ramfs": True, "zram": True, "brd": False},
+            "mounts": [{"path": "/dev/shm", "kind": "tmpfs"}],
+        }},
+    }
+
+
+def test_survey_files_verdicts_outliers_and_the_hosts_that_did_not_answer(tmp_path):
+    plans = {
+        "web1": plan(10 * MIB, 8 * GIB, 6 * GIB, actions=[("/tmp", "migrate")]),
+        "web2": plan(5 * GIB, 8 * GIB, 6 * GIB, swap_total=2 * GIB, swap_free=GIB),   # over half, fits with swap
+        "db1": plan(30 * GIB, 16 * GIB, 8 * GIB, complete=False,
+                    errors=["Host db1: ramdisk_mounts__lab[0] /tmp: its 30.0 GiB do not fit in half of RAM."]),
+    }
+    path = tmp_path / "survey" / "run1"
+    result = run_module(tmp_path, path=str(path), hosts=["web1", "web2", "db1", "gone"], plans=plans,
+                        groups={"web1": ["web"], "web2": ["web"], "db1": ["db"], "gone": ["db"]})
+    assert result.get("failed") is not True, result
+    assert result["changed"] is False and result["outliers"] == ["db1"] and result["unanswered"] == ["gone"]
+    names = set(os.path.basename(name) for name in result["files"])
+    assert {"survey.csv", "survey.json", "report.md", "report.html", "tmp_usage.png", "tmp_vs_ram.png",
+            "memory_swap.png"} <= names
+    for name in names:
+        assert (path / name).is_file()
+        if name.endswith(".png"):
+            assert (path / name).read_bytes()[:8] == PNG_SIGNATURE
+    summary = result["summary"]
+    assert summary[0] == "3 hosts answered, 1 did not: gone."
+    assert summary[1] == ("/tmp fits in half of RAM on 1 of 3 hosts (33.3%), in available memory plus free swap on 2 "
+                          "(66.7%).")
+    assert summary[2].startswith("Outliers (/tmp beyond available memory plus free swap): db1 (30.0 GiB of /tmp")
+    assert "lower bound" in summary[3] and "db1" in summary[3]
+    assert summary[4] == "What-if of the policy: site.yml would be refused on 1 host(s): db1."
+    with open(path / "survey.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == list(SURVEY_COLUMNS) and [row["host"] for row in rows] == ["db1", "web1", "web2"]
+    assert rows[2]["tmp_bytes"] == str(5 * GIB) and rows[2]["swap_used"] == str(GIB)
+    report = (path / "report.md").read_text()
+    assert "| web | 2 | 1 (50.0%) | 2 (100.0%) | - | - |" in report
+    assert "/tmp: migrate tmpfs of 4.0 GiB with size=50%" in report
+    assert "refused" in report and "do not fit in half of RAM" in report
+    assert "Hosts that did not answer" in report and "gone" in report
+    html = (path / "report.html").read_text()
+    assert html.count('src="data:image/png;base64,') == 3
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    path = tmp_path / "survey" / "run2"
+    result = run_module(tmp_path, path=str(path), hosts=["web1"], plans={"web1": plan(MIB, 8 * GIB, 6 * GIB)},
+                        _ansible_check_mode=True)
+    assert result.get("failed") is not True, result
+    assert not path.exists() and result["summary"][0] == "1 hosts answered, 0 did not."
