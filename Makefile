@@ -11,14 +11,13 @@ SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule
 
 .PHONY: demo test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab bench bench-fleet bench-converge bench-stability bench-survey clean
 
+# Everything the tests use (with qemu, promtool and chromium); `make lab` installs only what the lab needs.
 setup:
-	bash scripts/bootstrap.sh
+	bash scripts/bootstrap.sh --test
 	bash scripts/lab/link_collection.sh
 
-lab: setup
-	bash scripts/lab/dockerd.sh
-	bash scripts/lab/images.sh
-	ansible-playbook -i inventories/lab scripts/lab/lab.yml
+lab:
+	bash scripts/lab/up.sh
 
 lab-down:
 	ansible-playbook -i inventories/lab scripts/lab/lab.yml -e lab_state=absent
