@@ -12,15 +12,20 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._size import for
 
 
 def tmp_gate(usage_bytes, complete, mem_total, mem_available, swap_free, tmp_is_ram_backed, tmpfs_supported,
-             path="/tmp"):
+             path="/tmp", memory=None):
     """Return fits_half_ram, fits_free_memory_and_swap, recommended and reasons (sentences).
 
     PATH only names the directory in the reasons: the ramdisk role gates any tmp-purpose path the same way.
+    MEMORY, ramdisk_facts' memory facts, only adds a reason when a cgroup's limit is the host's RAM.
     """
     usage = int(usage_bytes or 0)
     half_ram = int(mem_total) // 2
     room = int(mem_available) + int(swap_free)
     reasons = []
+    if memory and memory.get("capped_by_cgroup"):
+        reasons.append("RAM here is the memory limit of cgroup %s (%s), not the %s /proc/meminfo shows." % (
+            memory.get("cgroup_limit_set_by"), format_size(int(mem_total)),
+            format_size(int(memory.get("meminfo_total_bytes") or 0))))
 
     fits_half_ram = usage <= half_ram
     if fits_half_ram:

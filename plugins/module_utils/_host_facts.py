@@ -15,14 +15,19 @@ import stat
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._gate import tmp_gate
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
+    cgroup_directories,
+    cgroup_mount,
     detect_container,
     is_ram_backed,
     kernel_at_least,
     merged_options,
     mount_for_path,
+    parse_cgroup_bytes,
     parse_filesystems,
+    parse_flat_keyed,
     parse_meminfo,
     parse_mountinfo,
+    parse_proc_cgroup,
     parse_swaps,
     ram_block_kind,
     ram_storage_mounts,
@@ -48,26 +53,121 @@ def _read(path, default=None):
         return default
 
 
-def _cgroup_limit():
-    """Memory limit of this cgroup in bytes, or None when unlimited or unknown."""
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        text = _read(path)
-        if text is None:
-            continue
-        text = text.strip()
-        if text.isdigit() and int(text) < (1 << 62):
-            return int(text)
+# Per cgroup version: the files of a cgroup's limit and usage, and the memory.stat keys used. v1's memsw files
+# count memory and swap together.
+_CGROUP_FILES = {
+    2: {"limit": "memory.max", "usage": "memory.current", "swap_limit": "memory.swap.max",
+        "swap_usage": "memory.swap.current", "inactive_file": "inactive_file", "cache": ("file", "slab_reclaimable"),
+        "shmem": "shmem"},
+    1: {"limit": "memory.limit_in_bytes", "usage": "memory.usage_in_bytes", "swap_limit": "memory.memsw.limit_in_bytes",
+        "swap_usage": "memory.memsw.usage_in_bytes", "inactive_file": "total_inactive_file", "cache": ("total_cache",),
+        "shmem": "total_shmem"},
+}
+# cgroup v1 writes "no limit" as the largest page-aligned number (9223372036854771712 with 4 KiB pages).
+_NO_LIMIT = 1 << 62
+
+
+def _cgroup_level(version, cgroup, directory, read):
+    """One cgroup's memory limit, usage and swap limit, or None when it sets no memory or swap limit."""
+    names = _CGROUP_FILES[version]
+    limit = parse_cgroup_bytes(read(os.path.join(directory, names["limit"])))
+    limit = limit if limit is not None and limit < _NO_LIMIT else None
+    swap_limit = parse_cgroup_bytes(read(os.path.join(directory, names["swap_limit"])))
+    swap_limit = swap_limit if swap_limit is not None and swap_limit < _NO_LIMIT else None
+    if version == 1:
+        # memsw is memory plus swap, and means something only below a memory limit.
+        swap_limit = max(swap_limit - limit, 0) if limit is not None and swap_limit is not None else None
+    if limit is None and swap_limit is None:
         return None
-    return None
+    level = {"version": version, "cgroup": cgroup, "limit": limit, "swap_limit": swap_limit,
+             "usage": parse_cgroup_bytes(read(os.path.join(directory, names["usage"]))), "swap_usage": None, "stat": {}}
+    if swap_limit is not None:
+        level["swap_usage"] = parse_cgroup_bytes(read(os.path.join(directory, names["swap_usage"])))
+        if version == 1 and level["swap_usage"] is not None:
+            level["swap_usage"] = max(level["swap_usage"] - (level["usage"] or 0), 0)
+    if limit is not None:
+        level["stat"] = parse_flat_keyed(read(os.path.join(directory, "memory.stat")))
+    return level
 
 
-def memory_facts(meminfo):
+def cgroup_memory(proc_cgroup, mountinfo, mem_total, swap_total, read=None):
+    """The memory and swap limits of a cgroup and of its ancestors, and what is left under the tightest.
+
+    PROC_CGROUP is /proc/PID/cgroup's text; the cgroup trees are found through MOUNTINFO (parsed). Both the
+    cgroup v2 tree and the cgroup v1 memory hierarchy are read: the memory controller is on one of them. A
+    missing or unreadable file counts as no limit. Returns limit_bytes (the tightest memory limit, even one
+    above MEM_TOTAL), set_by (its cgroup), version, capped (it is below MEM_TOTAL), available_bytes,
+    free_bytes, cache_bytes and shmem_bytes under the limits below MEM_TOTAL (None where not capped), and
+    swap_limit_bytes, swap_capped and swap_free_bytes likewise against SWAP_TOTAL.
+    """
+    read = read or _read
+    unified, controllers = parse_proc_cgroup(proc_cgroup or "")
+    levels = []
+    for version, path in ((2, unified), (1, controllers.get("memory"))):
+        mount = cgroup_mount(mountinfo, version) if path else None
+        if mount is None:
+            continue
+        for cgroup, directory in cgroup_directories(mount, path):
+            level = _cgroup_level(version, cgroup, directory, read)
+            if level is not None:
+                levels.append(level)
+    out = {"limit_bytes": None, "set_by": None, "version": None, "capped": False, "available_bytes": None,
+           "free_bytes": None, "cache_bytes": None, "shmem_bytes": None,
+           "swap_limit_bytes": None, "swap_capped": False, "swap_free_bytes": None}
+    limited = [level for level in levels if level["limit"] is not None]
+    if limited:
+        tightest = min(limited, key=lambda level: level["limit"])
+        out.update(limit_bytes=tightest["limit"], set_by=tightest["cgroup"], version=tightest["version"])
+    binding = [level for level in limited if level["limit"] < mem_total]
+    if binding:
+        names = _CGROUP_FILES[tightest["version"]]
+        rooms, frees = [], []
+        for level in binding:
+            if level["usage"] is None:
+                rooms.append(level["limit"])
+                frees.append(level["limit"])
+                continue
+            # What the kernel takes back before it fails a charge: the inactive page cache, as docker stats counts.
+            reclaimable = level["stat"].get(_CGROUP_FILES[level["version"]]["inactive_file"], 0)
+            rooms.append(min(max(level["limit"] - level["usage"] + reclaimable, 0), level["limit"]))
+            frees.append(max(level["limit"] - level["usage"], 0))
+        stat = tightest["stat"]
+        cache = sum(stat[key] for key in names["cache"] if key in stat) if names["cache"][0] in stat else None
+        out.update(capped=True, available_bytes=min(rooms), free_bytes=min(frees), cache_bytes=cache,
+                   shmem_bytes=stat.get(names["shmem"]))
+    swapped = [level for level in levels if level["swap_limit"] is not None]
+    if swapped:
+        out["swap_limit_bytes"] = min(level["swap_limit"] for level in swapped)
+    swap_binding = [level for level in swapped if level["swap_limit"] < swap_total]
+    if swap_binding:
+        rooms = [max(level["swap_limit"] - (level["swap_usage"] or 0), 0) for level in swap_binding]
+        out.update(swap_capped=True, swap_free_bytes=min(rooms))
+    return out
+
+
+def read_cgroup_memory(mountinfo, meminfo):
+    """cgroup_memory() for the host's own services: the cgroup of process 1, not this module's.
+
+    The module runs in the cgroup of the ssh session or of `docker exec`, and a session's limit (user.slice,
+    a scope) is not the host's. Process 1 is the host's or the container's init: the limits above its cgroup
+    are those of the whole host or container (docker --memory, an LXC or nspawn container, a slice's
+    MemoryMax), which every service there, and a tmpfs's pages, are charged to. Where /proc/1 is hidden
+    (hidepid), this process's own cgroup is the next best.
+    """
+    text = _read("/proc/1/cgroup") or _read("/proc/self/cgroup", "")
+    return cgroup_memory(text, mountinfo, meminfo.get("MemTotal", 0), meminfo.get("SwapTotal", 0))
+
+
+def memory_facts(meminfo, cgroup=None):
+    """Memory in bytes as free(1) shows it, capped by the cgroup's limit when CGROUP (cgroup_memory()) has one
+    below MemTotal: such a host cannot use more RAM than that whatever /proc/meminfo says."""
     available = meminfo.get("MemAvailable")
     if available is None:
         # Kernels before 3.14 lack MemAvailable; this is the usual estimate.
         available = meminfo.get("MemFree", 0) + meminfo.get("Buffers", 0) + meminfo.get("Cached", 0)
     total = meminfo.get("MemTotal", 0)
-    return {
+    cgroup = cgroup or {}
+    facts = {
         "total_bytes": total,
         "available_bytes": available,
         "free_bytes": meminfo.get("MemFree", 0),
@@ -76,7 +176,38 @@ def memory_facts(meminfo):
         # the buffers, the page cache and the reclaimable slab.
         "used_bytes": max(total - available, 0),
         "buff_cache_bytes": meminfo.get("Buffers", 0) + meminfo.get("Cached", 0) + meminfo.get("SReclaimable", 0),
-        "cgroup_limit_bytes": _cgroup_limit(),
+        "cgroup_limit_bytes": cgroup.get("limit_bytes"),
+        "cgroup_limit_set_by": cgroup.get("set_by"),
+        "cgroup_version": cgroup.get("version"),
+        "capped_by_cgroup": bool(cgroup.get("capped")),
+        "meminfo_total_bytes": total,
+        "meminfo_available_bytes": available,
+    }
+    if cgroup.get("capped"):
+        limit = cgroup["limit_bytes"]
+        facts["total_bytes"] = limit
+        facts["available_bytes"] = min(available, cgroup["available_bytes"])
+        facts["free_bytes"] = min(facts["free_bytes"], cgroup["free_bytes"])
+        # The cgroup's own page cache and shared memory where memory.stat gives them, else the host's, capped.
+        for key, found in (("buff_cache_bytes", cgroup.get("cache_bytes")), ("shmem_bytes", cgroup.get("shmem_bytes"))):
+            facts[key] = min(found if found is not None else facts[key], limit)
+        facts["used_bytes"] = max(limit - facts["available_bytes"], 0)
+    return facts
+
+
+def swap_facts(meminfo, swaps_text, cgroup=None):
+    """Swap totals and devices; totals capped by a cgroup's swap limit below SwapTotal."""
+    cgroup = cgroup or {}
+    total, free = meminfo.get("SwapTotal", 0), meminfo.get("SwapFree", 0)
+    if cgroup.get("swap_capped"):
+        total = cgroup["swap_limit_bytes"]
+        free = min(free, cgroup["swap_free_bytes"], total)
+    return {
+        "total_bytes": total,
+        "free_bytes": free,
+        "devices": parse_swaps(swaps_text),
+        "cgroup_limit_bytes": cgroup.get("swap_limit_bytes"),
+        "capped_by_cgroup": bool(cgroup.get("swap_capped")),
     }
 
 
@@ -296,12 +427,9 @@ def gather(paths, scan_timeout):
     meminfo = parse_meminfo(_read("/proc/meminfo", ""))
     mountinfo = parse_mountinfo(_read("/proc/self/mountinfo", ""))
     release = os.uname()[2]
-    memory = memory_facts(meminfo)
-    swap = {
-        "total_bytes": meminfo.get("SwapTotal", 0),
-        "free_bytes": meminfo.get("SwapFree", 0),
-        "devices": parse_swaps(_read("/proc/swaps", "")),
-    }
+    cgroup = read_cgroup_memory(mountinfo, meminfo)
+    memory = memory_facts(meminfo, cgroup)
+    swap = swap_facts(meminfo, _read("/proc/swaps", ""), cgroup)
     zram = zram_facts(mountinfo, swap["devices"])
     support = support_facts(parse_filesystems(_read("/proc/filesystems", "")), release, container_facts(), zram)
 
@@ -329,6 +457,7 @@ def gather(paths, scan_timeout):
         swap_free=swap["free_bytes"],
         tmp_is_ram_backed=tmp_ram_backed,
         tmpfs_supported=support["tmpfs"],
+        memory=memory,
     )
     gate.update(path=TMP, usage_bytes=tmp["usage_bytes"] or 0, complete=tmp_complete,
                 tmp_is_ram_backed=tmp_ram_backed)

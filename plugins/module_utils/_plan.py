@@ -571,6 +571,10 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
             try:
                 size_option = None if ramfs else tmpfs_size_option(size, mem_total)
                 size_bytes = tmpfs_size_bytes(size, mem_total)
+                if size_option and size_option.endswith("%") and memory.get("capped_by_cgroup"):
+                    # The kernel reads N% of the machine's RAM, not of the cgroup's limit that is this
+                    # host's RAM here: it gets the bytes instead, so the live size is the planned one.
+                    size_option = str(size_bytes)
             except SizeError as exc:
                 entry.error(size_key, size, str(exc),
                             "Use bytes, a binary unit (512M, 2G), a percentage of RAM (50%) or an "

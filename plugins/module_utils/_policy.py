@@ -356,7 +356,7 @@ def _gates(entries, facts, host, errors, warnings):
                            memory.get("total_bytes") or 0, memory.get("available_bytes") or 0,
                            swap.get("free_bytes") or 0, entry["path"] in live,
                            (facts.get("support") or {}).get("tmpfs", True) or entry["backend"] != "tmpfs",
-                           path=entry["path"])
+                           path=entry["path"], memory=memory)
         verdict.update({"path": entry["path"], "label": entry["label"], "gate": entry.get("gate", "enforce")})
         gates.append(verdict)
         if verdict["recommended"]:

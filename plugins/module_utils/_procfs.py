@@ -195,3 +195,77 @@ def kernel_at_least(release, minimum):
         return False
     version = version + (0,) * (len(minimum) - len(version))
     return version[:len(minimum)] >= tuple(minimum)
+
+
+def parse_proc_cgroup(text):
+    """/proc/PID/cgroup as (the cgroup v2 path or None, {v1 controller: path}).
+
+    A v2 line is ``0::/path``; a v1 line is ``N:controller[,controller]:/path`` (``name=systemd`` too).
+    """
+    unified = None
+    controllers = {}
+    for line in text.splitlines():
+        parts = line.strip().split(":", 2)
+        if len(parts) != 3 or not parts[2].startswith("/"):
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            unified = parts[2]
+            continue
+        for name in parts[1].split(","):
+            if name:
+                controllers[name] = parts[2]
+    return unified, controllers
+
+
+def parse_cgroup_bytes(text):
+    """A cgroup memory file's single value: bytes as an int, None for ``max``, empty or unreadable text."""
+    value = (text or "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def parse_flat_keyed(text):
+    """A ``key value`` per line file such as memory.stat, as {key: int}; other lines are skipped."""
+    result = {}
+    for line in (text or "").splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[1].isdigit():
+            result[fields[0]] = int(fields[1])
+    return result
+
+
+def cgroup_mount(mountinfo, version):
+    """The mount of the cgroup v2 tree (VERSION 2) or of the v1 hierarchy holding the memory controller
+    (VERSION 1), or None. Of several mounts of it, the first whose root is the tree's own root, else the first."""
+    found = []
+    for mount in mountinfo:
+        if version == 2 and mount["fstype"] == "cgroup2":
+            found.append(mount)
+        elif version == 1 and mount["fstype"] == "cgroup" and "memory" in mount["super_options"]:
+            found.append(mount)
+    for mount in found:
+        if mount["root"] == "/":
+            return mount
+    return found[0] if found else None
+
+
+def cgroup_directories(mount, path):
+    """(cgroup, directory) of cgroup PATH and of each of its ancestors visible under MOUNT, deepest first.
+
+    PATH is as /proc/PID/cgroup gives it; MOUNT's root is where the mount starts in the same namespace (a
+    container without its own cgroup namespace can have its own cgroup bound at /sys/fs/cgroup/memory, with
+    that cgroup as root). Empty when PATH is outside what the mount shows (``/..`` from another namespace).
+    """
+    root = mount["root"].rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        path = path[len(root):]
+    elif root:
+        return []
+    parts = [part for part in path.split("/") if part]
+    if ".." in parts or "." in parts:
+        return []
+    base = mount["mount_point"]
+    out = []
+    for depth in range(len(parts), -1, -1):
+        name = "/".join([root] + parts[:depth]) or "/"
+        out.append((name, "/".join([base.rstrip("/")] + parts[:depth]) or "/"))
+    return out

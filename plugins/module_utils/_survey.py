@@ -7,7 +7,9 @@ Each host is a dict of the survey's columns in bytes (``SURVEY_COLUMNS``), plus 
 mean, median, mode), its bands (shares of hosts under a /tmp size, with at least a RAM size, with
 swap) and its two verdicts per host, decided by the same rule as the /tmp gate (``_gate.tmp_gate``):
 /tmp fits in half of RAM; /tmp fits in available memory plus free swap. Hosts that fail the second
-are the outliers. Plain data in, plain data out: unit tested without a host.
+are the outliers. A host under a cgroup memory limit below its RAM (a container, a limited slice) has
+that limit as its RAM, as ramdisk_facts reports it (``mem_limited_by`` names the cgroup). Plain data
+in, plain data out: unit tested without a host.
 """
 
 from __future__ import annotations
@@ -80,8 +82,12 @@ def bands(hosts):
 
 def verdict(host, tmp_is_ram_backed=False):
     """The two verdicts for one host, by the /tmp gate's own rule, with its reasons."""
+    memory = None
+    if host.get("mem_limited_by"):
+        memory = {"capped_by_cgroup": True, "cgroup_limit_set_by": host["mem_limited_by"],
+                  "meminfo_total_bytes": host.get("mem_meminfo_total")}
     gate = tmp_gate(host["tmp_bytes"], host.get("complete", True), host["mem_total"], host["mem_available"],
-                    host["swap_free"], tmp_is_ram_backed, True)
+                    host["swap_free"], tmp_is_ram_backed, True, memory=memory)
     return {"host": host["host"], "fits_half_ram": gate["fits_half_ram"],
             "fits_free_memory_and_swap": gate["fits_free_memory_and_swap"], "reasons": gate["reasons"],
             "lower_bound": not host.get("complete", True)}
@@ -97,7 +103,7 @@ def verdict_summary(hosts):
     free = sum(1 for _host, found in judged if found["fits_free_memory_and_swap"])
     outliers = [{"host": host["host"], "tmp_bytes": host["tmp_bytes"], "mem_total": host["mem_total"],
                  "mem_available": host["mem_available"], "swap_free": host["swap_free"],
-                 "fits_half_ram": found["fits_half_ram"]}
+                 "fits_half_ram": found["fits_half_ram"], "mem_limited_by": host.get("mem_limited_by")}
                 for host, found in judged if not found["fits_free_memory_and_swap"]]
     return {
         "hosts": total,
@@ -150,7 +156,9 @@ def host_row(host, plan, groups=None):
     memory, swap = facts.get("memory") or {}, facts.get("swap") or {}
     gate = facts.get("tmp_gate") or {}
     tmp = (facts.get("paths") or {}).get("/tmp") or {}
+    # A cgroup memory limit below MemTotal is the host's RAM: ramdisk_facts has capped the figures with it.
     total, available = memory.get("total_bytes") or 0, memory.get("available_bytes") or 0
+    limited_by = memory.get("cgroup_limit_set_by") if memory.get("capped_by_cgroup") else None
     policy_paths = []
     for entry in (plan.get("policy") or {}).get("entries") or []:
         found = (facts.get("paths") or {}).get(entry.get("path")) or {}
@@ -169,6 +177,8 @@ def host_row(host, plan, groups=None):
         "swap_total": swap.get("total_bytes") or 0,
         "swap_used": (swap.get("total_bytes") or 0) - (swap.get("free_bytes") or 0),
         "swap_free": swap.get("free_bytes") or 0,
+        "mem_limited_by": limited_by,
+        "mem_meminfo_total": memory.get("meminfo_total_bytes", total),
         "complete": bool(gate.get("complete", True)),
         "tmp_is_ram_backed": bool(gate.get("tmp_is_ram_backed")),
         "groups": sorted(set(groups or []) | {"all"}),

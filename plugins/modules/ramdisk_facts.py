@@ -17,6 +17,13 @@ description:
     counts its entries like C(find -xdev | wc -l), stopping after O(scan_timeout) seconds.
   - Judges whether C(/tmp) should go to tmpfs (C(tmp_gate)). C(/tmp) is scanned for that even when it is not in
     O(paths); it is then not added to C(paths).
+  - Honours a cgroup memory limit. A container started with a memory limit (C(docker --memory), LXC without
+    lxcfs) or a host under a slice with C(MemoryMax) cannot use more RAM than that, although C(/proc/meminfo) shows
+    the whole machine. The limits of the cgroup of process 1 (the host's or the container's init, whose limits hold
+    for every service there) and of each cgroup above it are read, from cgroup v2 (C(memory.max),
+    C(memory.swap.max)) or from the cgroup v1 memory hierarchy (C(memory.limit_in_bytes),
+    C(memory.memsw.limit_in_bytes)). When the tightest is below C(MemTotal), the memory figures, and the gate, use
+    it. A limit above C(MemTotal), or missing files, change nothing.
   - Reports every zram device with its algorithm, disk size, memory limit, C(mm_stat) and compression ratio,
     and whether it is swap, a mounted file system or unused.
   - Never changes the host and creates no zram or brd devices.
@@ -49,8 +56,10 @@ attributes:
     support: full
     platforms: linux
 notes:
-  - In a container, C(/proc/meminfo) usually shows the host's memory; C(memory.cgroup_limit_bytes) shows the
-    container's limit when there is one.
+  - In a container, C(/proc/meminfo) usually shows the whole machine's memory. When the container has a memory
+    limit below it, C(memory.capped_by_cgroup) is true, C(memory.total_bytes) is that limit and
+    C(memory.meminfo_total_bytes) keeps what C(/proc/meminfo) says.
+  - A tmpfs sized in percent (C(size=50%)) is sized by the kernel from the machine's RAM, not from a cgroup limit.
 """
 
 EXAMPLES = r"""
@@ -78,8 +87,18 @@ ansible_facts:
       type: dict
       contains:
         memory:
-          description: Memory from /proc/meminfo in bytes (with free(1)'s used and buff/cache columns, as procps-ng 4
-            computes them), and the cgroup memory limit if any.
+          description:
+            - Memory from /proc/meminfo in bytes (with free(1)'s used and buff/cache columns, as procps-ng 4
+              computes them), capped by a cgroup memory limit below C(MemTotal).
+            - C(cgroup_limit_bytes) is the tightest memory limit on the cgroup of process 1 or above it (null when
+              there is none), C(cgroup_limit_set_by) the cgroup that sets it, as C(/proc/1/cgroup) names it, and
+              C(cgroup_version) 1 or 2.
+            - When that limit is below C(MemTotal), C(capped_by_cgroup) is true. C(total_bytes) is then the limit.
+              C(available_bytes) is at most what is left under each limit (the limit, less the cgroup's usage, plus
+              its inactive page cache). C(free_bytes) is at most the limit less the usage. C(buff_cache_bytes) and
+              C(shmem_bytes) are the cgroup's own (from its C(memory.stat)), and C(used_bytes) is C(total_bytes)
+              less C(available_bytes).
+            - C(meminfo_total_bytes) and C(meminfo_available_bytes) are what /proc/meminfo says, capped or not.
           type: dict
           returned: always
           sample:
@@ -90,13 +109,25 @@ ansible_facts:
             used_bytes: 5161259008
             buff_cache_bytes: 2307473408
             cgroup_limit_bytes: null
+            cgroup_limit_set_by: null
+            cgroup_version: null
+            capped_by_cgroup: false
+            meminfo_total_bytes: 25274793984
+            meminfo_available_bytes: 20113534976
         swap:
-          description: Swap totals and the devices from /proc/swaps.
+          description:
+            - Swap totals and the devices from /proc/swaps.
+            - C(cgroup_limit_bytes) is the tightest swap limit on the cgroup of process 1 or above it (cgroup v2
+              C(memory.swap.max); on cgroup v1, C(memory.memsw.limit_in_bytes) less the memory limit), null when
+              there is none. When it is below C(SwapTotal), C(capped_by_cgroup) is true and the totals are capped
+              by it and by what the cgroup has left of it.
           type: dict
           returned: always
           sample:
             total_bytes: 4294963200
             free_bytes: 4294963200
+            cgroup_limit_bytes: null
+            capped_by_cgroup: false
             devices:
               - path: /dev/zram0
                 type: partition
@@ -241,6 +272,8 @@ ansible_facts:
           description:
             - Whether /tmp should go to tmpfs. It fits when its usage is at most half of RAM and at most
               MemAvailable plus free swap (plus its own usage when /tmp is already RAM-backed).
+            - RAM, MemAvailable and free swap are those of C(memory) and C(swap), capped by a cgroup limit; the
+              first reason then says which cgroup's limit is the host's RAM.
             - Also carries the figures it used.
           type: dict
           returned: always

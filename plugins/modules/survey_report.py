@@ -16,6 +16,9 @@ description:
     usage as C(du -s) counts it and its inode count, C(free)''s memory and swap columns), and over the fleet and
     each group the survey''s statistics (max, min, mean, median, mode), its bands and its two verdicts: /tmp fits
     in half of RAM; /tmp fits in available memory plus free swap. Hosts that fail the second are the outliers.'
+  - A host whose cgroup memory limit is below its RAM (a container started with a memory limit, a slice with
+    C(MemoryMax)) is judged on that limit, as M(ramdisk.provision.ramdisk_facts) caps its memory figures; its RAM
+    is marked C((cgroup limit)) in the report and C(mem_limited_by) in C(survey.json) names the cgroup.
   - The what-if of the host's policy, as C(site.yml) would apply it, refused (with every reason) or what each mount
     would get. Nothing on any host is changed.
   - Hosts that did not answer are listed, and hosts whose /tmp scan stopped at its time limit are marked (their
@@ -212,6 +215,15 @@ def _verdict_text(verdicts):
                verdicts["fits_free_memory_and_swap"], verdicts["fits_free_memory_and_swap_share"]))
 
 
+def _limit_note(row):
+    """Where a host's RAM is a cgroup's memory limit, says so (the survey's RAM is what the host can use)."""
+    return ", its cgroup's memory limit" if row.get("mem_limited_by") else ""
+
+
+def _ram(row):
+    return _size(row["mem_total"]) + (" (cgroup limit)" if row.get("mem_limited_by") else "")
+
+
 def summary_lines(data):
     fleet = data["groups"][0][1]
     verdicts = fleet["verdicts"]
@@ -220,7 +232,8 @@ def summary_lines(data):
     if verdicts["hosts"]:
         lines.append(_verdict_text(verdicts) + ".")
         lines.append("Outliers (/tmp beyond available memory plus free swap): %s." % (
-            ", ".join("%s (%s of /tmp, %s RAM)" % (row["host"], _size(row["tmp_bytes"]), _size(row["mem_total"]))
+            ", ".join("%s (%s of /tmp, %s RAM%s)" % (row["host"], _size(row["tmp_bytes"]), _size(row["mem_total"]),
+                                                     _limit_note(row))
                       for row in verdicts["outliers"]) or "none"))
     if verdicts["lower_bound"]:
         lines.append("/tmp scan stopped at its time limit on %s: their usage is a lower bound." % ", ".join(
@@ -266,7 +279,7 @@ def report_sections(data, charts):
     out.append(("h2", "Outliers"))
     outliers = fleet["verdicts"]["outliers"]
     out.append(("table", (["host", "/tmp", "RAM", "available", "free swap", "fits in half of RAM"],
-                          [[row["host"], _size(row["tmp_bytes"]), _size(row["mem_total"]), _size(row["mem_available"]),
+                          [[row["host"], _size(row["tmp_bytes"]), _ram(row), _size(row["mem_available"]),
                             _size(row["swap_free"]), "yes" if row["fits_half_ram"] else "no"] for row in outliers])))
     out.append(("h2", "What site.yml would do (nothing was changed)"))
     whatif = []
@@ -281,7 +294,7 @@ def report_sections(data, charts):
                            "policy paths"],
                           [[row["host"], " ".join(row["groups"]),
                             _size(row["tmp_bytes"]) + ("" if row["complete"] else " or more"), row["tmp_inodes"],
-                            _size(row["mem_total"]), _size(row["mem_available"]), _size(row["swap_total"]),
+                            _ram(row), _size(row["mem_available"]), _size(row["swap_total"]),
                             _size(row["swap_used"]), ", ".join(row["ram_mounts"]) or "-",
                             ", ".join("%s %s" % (entry["path"], _size(entry["usage_bytes"]))
                                       for entry in row["policy_paths"]) or "-"] for row in data["rows"]])))

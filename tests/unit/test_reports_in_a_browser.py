@@ -21,8 +21,8 @@ import numpy
 import pytest
 from matplotlib import image as mpimage
 
-import ansible_collections.ramdisk.provision.plugins.modules.bench_report as bench_report
-import ansible_collections.ramdisk.provision.plugins.modules.survey_report as survey_report
+from ansible_collections.ramdisk.provision.plugins.modules import bench_report
+from ansible_collections.ramdisk.provision.plugins.modules import survey_report
 from ansible_collections.ramdisk.provision.plugins.module_utils._survey import GIB, MIB
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")

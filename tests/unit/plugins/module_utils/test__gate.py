@@ -50,3 +50,16 @@ def test_incomplete_reason_says_at_least():
 def test_no_tmpfs_reason():
     gate = tmp_gate(0, True, 64 * GIB, 60 * GIB, 0, False, False)
     assert any("tmpfs" in reason and "/proc/filesystems" in reason for reason in gate["reasons"])
+
+
+def test_a_cgroup_limit_is_named_as_the_hosts_ram():
+    memory = {"capped_by_cgroup": True, "cgroup_limit_set_by": "/docker/abc", "meminfo_total_bytes": 24 * GIB}
+    gate = tmp_gate(256 * MIB, True, 192 * MIB, 150 * MIB, 0, False, True, memory=memory)
+    assert gate["reasons"][0] == ("RAM here is the memory limit of cgroup /docker/abc (192.0 MiB), not the 24.0 GiB "
+                                  "/proc/meminfo shows.")
+    assert gate["reasons"][1] == "/tmp uses 256.0 MiB, more than half of RAM (96.0 MiB)."
+    assert gate["fits_half_ram"] is False and gate["fits_free_memory_and_swap"] is False
+    # Not capped: the reasons are those of a host without a limit.
+    plain = tmp_gate(256 * MIB, True, 192 * MIB, 150 * MIB, 0, False, True)
+    assert tmp_gate(256 * MIB, True, 192 * MIB, 150 * MIB, 0, False, True, memory={"capped_by_cgroup": False}) == plain
+    assert gate["reasons"][1:] == plain["reasons"]

@@ -238,6 +238,17 @@ def test_current_and_sizes():
     assert fresh["current"] is None
 
 
+def test_percent_of_a_cgroup_limit_is_given_to_the_kernel_in_bytes():
+    # RAM here is a 1 GiB cgroup limit; the kernel would take 50% of the machine's 16 GiB.
+    facts = copy.deepcopy(FACTS)
+    facts["memory"] = {"total_bytes": GIB, "available_bytes": GIB // 2, "capped_by_cgroup": True,
+                       "meminfo_total_bytes": RAM}
+    (planned,) = plan([ok_entry(path="/srv/missing", size="50%")], facts)["mounts"]
+    assert planned["size_bytes"] == tmpfs_percent_bytes(50, GIB)
+    assert planned["size_option"] == str(tmpfs_percent_bytes(50, GIB))
+    assert "size=%d" % tmpfs_percent_bytes(50, GIB) in planned["options"]
+
+
 def test_defaults_fill_missing_keys_and_entries_win():
     defaults = {"size": "25%", "nosuid": True, "nodev": True, "mode": "1777", "state": "mounted"}
     result = plan([{"path": "/srv/empty"}, {"path": "/var/cache/x", "nosuid": False, "mode": "0700"}],

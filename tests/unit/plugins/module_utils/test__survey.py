@@ -123,3 +123,29 @@ def test_survey_csv_has_the_columns_in_order():
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[0] == list(_survey.SURVEY_COLUMNS)
     assert [row[0] for row in rows[1:]] == ["a", "b,2"] and rows[1][1] == "7"
+
+
+def test_a_host_under_a_cgroup_limit_is_judged_on_it():
+    # ramdisk_facts' figures of a container limited to 192 MiB on a 24 GiB machine, with 256 MiB in /tmp.
+    memory = {"total_bytes": 192 * MIB, "available_bytes": 150 * MIB, "free_bytes": 40 * MIB, "shmem_bytes": 0,
+              "used_bytes": 42 * MIB, "buff_cache_bytes": 100 * MIB, "cgroup_limit_bytes": 192 * MIB,
+              "cgroup_limit_set_by": "/docker/abc", "cgroup_version": 1, "capped_by_cgroup": True,
+              "meminfo_total_bytes": 24 * GIB, "meminfo_available_bytes": 20 * GIB}
+    plan = {"ansible_facts": {"ramdisk": {
+        "memory": memory, "swap": {"total_bytes": 0, "free_bytes": 0},
+        "paths": {"/tmp": {"usage_bytes": 256 * MIB, "inodes": 2, "complete": True}},
+        "tmp_gate": {"usage_bytes": 256 * MIB, "complete": True, "tmp_is_ram_backed": False}}}}
+    row = _survey.host_row("small", plan)
+    assert (row["mem_total"], row["mem_available"], row["mem_used"]) == (192 * MIB, 150 * MIB, 42 * MIB)
+    assert (row["mem_limited_by"], row["mem_meminfo_total"]) == ("/docker/abc", 24 * GIB)
+    found = _survey.verdict(row)
+    assert found["fits_half_ram"] is False and found["fits_free_memory_and_swap"] is False
+    assert found["reasons"][0].startswith("RAM here is the memory limit of cgroup /docker/abc (192.0 MiB)")
+    (outlier,) = _survey.verdict_summary([row, _host("big", GIB)])["outliers"]
+    assert (outlier["host"], outlier["mem_total"], outlier["mem_limited_by"]) == ("small", 192 * MIB, "/docker/abc")
+    # Without a limit the row says so, and the figures are those of /proc/meminfo.
+    plain = dict(memory, total_bytes=24 * GIB, available_bytes=20 * GIB, capped_by_cgroup=False,
+                 cgroup_limit_bytes=None, cgroup_limit_set_by=None)
+    facts = dict(plan["ansible_facts"]["ramdisk"], memory=plain)
+    row = _survey.host_row("big", dict(plan, ansible_facts={"ramdisk": facts}))
+    assert (row["mem_total"], row["mem_limited_by"]) == (24 * GIB, None)

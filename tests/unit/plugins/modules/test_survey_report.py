@@ -90,3 +90,23 @@ def test_check_mode_writes_nothing(tmp_path):
                         _ansible_check_mode=True)
     assert result.get("failed") is not True, result
     assert not path.exists() and result["summary"][0] == "1 hosts answered, 0 did not."
+
+
+def test_a_host_under_a_cgroup_limit_is_an_outlier_on_its_limit(tmp_path):
+    small = plan(256 * MIB, 192 * MIB, 150 * MIB,
+                 errors=["Host small: ramdisk_mounts__lab[0] puts '/tmp' in RAM, but it does not fit."])
+    small["ansible_facts"]["ramdisk"]["memory"].update(
+        cgroup_limit_bytes=192 * MIB, cgroup_limit_set_by="/docker/abc", capped_by_cgroup=True,
+        meminfo_total_bytes=24 * GIB)
+    path = tmp_path / "survey" / "run3"
+    result = run_module(tmp_path, path=str(path), hosts=["small", "web1"], charts=False,
+                        plans={"small": small, "web1": plan(10 * MIB, 8 * GIB, 6 * GIB)})
+    assert result.get("failed") is not True, result
+    assert result["outliers"] == ["small"]
+    assert result["summary"][2] == ("Outliers (/tmp beyond available memory plus free swap): small (256.0 MiB of /tmp, "
+                                    "192.0 MiB RAM, its cgroup's memory limit).")
+    report = (path / "report.md").read_text()
+    assert "| small | 256.0 MiB | 192.0 MiB (cgroup limit) | 150.0 MiB | 0 B | no |" in report
+    data = json.loads((path / "survey.json").read_text())
+    (row,) = [row for row in data["rows"] if row["host"] == "small"]
+    assert row["mem_limited_by"] == "/docker/abc" and row["mem_meminfo_total"] == 24 * GIB
