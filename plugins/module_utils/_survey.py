@@ -204,4 +204,4 @@ def what_if(plan):
     if budget.get("limit_bytes"):
         lines.append("RAM budget: %s of %s allowed (%s)" % (format_size(budget.get("total_bytes") or 0),
                                                             format_size(budget["limit_bytes"]), budget.get("limit")))
-    return {"refused": bool(errors), "errors": errors, "warnings": list(plan.get("warnings") or []), "lines": lines}
+    return {"refused": bool(errors), "errors": errors, "warnings": list(plan.get("plan_warnings") or []), "lines": lines}

@@ -136,8 +136,10 @@ errors:
   elements: str
   sample: ["Host web1: ramdisk_mounts[0].path is '/srv/etc': a symlink on this host (/srv/etc leads to '/etc'),
             and a mount or copy through a link lands on its target. Use the real path '/etc', or remove the link."]
-warnings:
-  description: What goes ahead but deserves a look (a gate set to warn, a look-alike variable, ...).
+plan_warnings:
+  description:
+    - What goes ahead but deserves a look (a gate set to warn, a look-alike variable, ...). Each is also shown
+      as a warning of the task.
   returned: always
   type: list
   elements: str
@@ -505,7 +507,9 @@ def main():
     request["scan_timeout"] = scan_timeout
     result = plan_host(request, facts, HostView(module, params["trial"]), host=params["host"])
     facts.pop("all_mounts", None)
-    for warning in result["warnings"]:
+    # Under its own key: a module's result may no longer carry warnings itself (ansible-core 2.19).
+    result["plan_warnings"] = result.pop("warnings")
+    for warning in result["plan_warnings"]:
         module.warn(warning)
     # The roles only ask whether it is systemd; with this, no second facts gathering is needed for it.
     module.exit_json(changed=False, ansible_facts={"ramdisk": facts, "service_mgr": HostView(module).service_manager()},

@@ -108,7 +108,7 @@ def test_the_benchmark_report_shows_its_charts_in_a_browser(tmp_path):
 def test_the_survey_report_shows_its_charts_in_a_browser(tmp_path):
     def plan(tmp, total):
         return {
-            "errors": [], "warnings": [],
+            "errors": [], "plan_warnings": [],
             "policy": {"entries": [{"path": "/tmp", "backend": "tmpfs"}],
                        "budget": {"limit": "80%", "limit_bytes": int(total * 0.8), "total_bytes": total // 2}},
             "tmpfs": [{"path": "/tmp", "action": "mount", "state": "mounted", "fstype": "tmpfs",

@@ -149,3 +149,11 @@ def test_a_host_under_a_cgroup_limit_is_judged_on_it():
     facts = dict(plan["ansible_facts"]["ramdisk"], memory=plain)
     row = _survey.host_row("big", dict(plan, ansible_facts={"ramdisk": facts}))
     assert (row["mem_total"], row["mem_limited_by"]) == (24 * GIB, None)
+
+
+def test_what_if_carries_the_plans_warnings():
+    plan = {"errors": [], "plan_warnings": ["Host h: the variable ramdisk_mount__web looks like a policy."],
+            "tmpfs": [], "ramfs": [], "zram": [], "zram_swap": [], "brd": {}, "policy": {}}
+    found = _survey.what_if(plan)
+    assert found["refused"] is False
+    assert found["warnings"] == ["Host h: the variable ramdisk_mount__web looks like a policy."]

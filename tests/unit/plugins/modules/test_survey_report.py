@@ -27,7 +27,7 @@ def run_module(tmp_path, **args):
 def plan(tmp, total, available, swap_total=0, swap_free=0, complete=True, errors=(), actions=()):
     """A ramdisk_plan result with the fields the survey reads."""
     return {
-        "errors": list(errors), "warnings": [],
+        "errors": list(errors), "plan_warnings": [],
         "policy": {"entries": [{"path": "/tmp", "backend": "tmpfs"}],
                    "budget": {"limit": "80%", "limit_bytes": int(total * 0.8), "total_bytes": total // 2}},
         "tmpfs": [{"path": path, "action": action, "state": "mounted", "fstype": "tmpfs", "options": ["size=50%"],
