@@ -40,7 +40,8 @@ class Helper(object):
         with open(TEMPLATE, encoding="utf-8") as handle:
             script = env.from_string(handle.read()).render(
                 ansible_managed="Ansible managed", __mount_persist_conf_dir=str(root / "conf"),
-                __mount_persist_state_dir=str(self.state))
+                __mount_persist_state_dir=str(self.state), __mount_persist_status_dir=str(root / "status"),
+                __mount_metrics_collector=str(root / "collector.py"))
         self.script = root / "persist"
         self.script.write_text(script, encoding="utf-8")
         self.script.chmod(0o755)
