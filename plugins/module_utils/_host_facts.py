@@ -14,6 +14,7 @@ import re
 import stat
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._gate import tmp_gate
+from ansible_collections.ramdisk.provision.plugins.module_utils._metrics import CONFIG as METRICS_CONFIG, PEAK_RECORD
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
     cgroup_directories,
     cgroup_mount,
@@ -423,6 +424,22 @@ def path_facts(path, mountinfo, scan_timeout):
     return entry
 
 
+def peak_facts(text):
+    """The metrics collector's peak record (ramdisk_metrics), if the host has one: when it began and the most
+    bytes seen in use at each policy path since. {} when there is none, or it is not version 1."""
+    try:
+        record = json.loads(text) if text else None
+    except ValueError:
+        return {}
+    if not isinstance(record, dict) or record.get("version") != 1 or not isinstance(record.get("paths"), dict):
+        return {}
+    paths = {}
+    for path, peak in record["paths"].items():
+        if isinstance(peak, dict) and isinstance(peak.get("peak_bytes"), int):
+            paths[path] = {"peak_bytes": peak["peak_bytes"], "peak_at": peak.get("peak_at")}
+    return {"since": record.get("since"), "paths": paths}
+
+
 def gather(paths, scan_timeout):
     meminfo = parse_meminfo(_read("/proc/meminfo", ""))
     mountinfo = parse_mountinfo(_read("/proc/self/mountinfo", ""))
@@ -469,6 +486,9 @@ def gather(paths, scan_timeout):
         "mounts": mount_facts(mountinfo, scan_timeout),
         "support": support,
         "tmp_gate": gate,
+        "peaks": peak_facts(_read(PEAK_RECORD, "")),
+        # Whether an earlier run installed the metrics collector: the role removes it when ramdisk_metrics is off.
+        "metrics_installed": os.path.exists(METRICS_CONFIG),
         "zram": zram,
         "brd": brd_facts(mountinfo, swap["devices"]),
     }

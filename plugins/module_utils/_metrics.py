@@ -31,6 +31,8 @@ except ImportError:  # on the managed host, beside a copy of _procfs.py
     from _procfs import is_ram_backed, parse_meminfo, parse_mountinfo, parse_swaps, parse_zram_algorithms  # type: ignore
 
 CONFIG = "/etc/ramdisk-provision/metrics.json"
+# The peak record (docs/metrics.md): ramdisk_facts reads it too, and the fleet survey judges /tmp on it.
+PEAK_RECORD = "/var/lib/ramdisk-provision/metrics-peak.json"
 PROM_NAME = "ramdisk.prom"
 STATE_VERSION = 1
 # A policy path that is not a RAM mount is scanned for its peak at most this long per run.
@@ -552,7 +554,7 @@ def main(argv=None):
     if not isinstance(config, dict):
         sys.stderr.write("%s is missing or not JSON: run the ramdisk role with ramdisk_metrics: true\n" % config_path)
         return 1
-    state_file = config.get("state_file") or "/var/lib/ramdisk-provision/metrics-peak.json"
+    state_file = config.get("state_file") or PEAK_RECORD
     state = load_state(state_file)
     if command == "status":
         sys.stdout.write(table(collect(config, state, scan=False)))

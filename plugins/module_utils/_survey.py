@@ -88,9 +88,19 @@ def verdict(host, tmp_is_ram_backed=False):
                   "meminfo_total_bytes": host.get("mem_meminfo_total")}
     gate = tmp_gate(host["tmp_bytes"], host.get("complete", True), host["mem_total"], host["mem_available"],
                     host["swap_free"], tmp_is_ram_backed, True, memory=memory)
-    return {"host": host["host"], "fits_half_ram": gate["fits_half_ram"],
-            "fits_free_memory_and_swap": gate["fits_free_memory_and_swap"], "reasons": gate["reasons"],
-            "lower_bound": not host.get("complete", True)}
+    found = {"host": host["host"], "fits_half_ram": gate["fits_half_ram"],
+             "fits_free_memory_and_swap": gate["fits_free_memory_and_swap"], "reasons": gate["reasons"],
+             "lower_bound": not host.get("complete", True)}
+    # History, where the metrics collector keeps a peak record: the same rule on the most /tmp held since.
+    peak = host.get("tmp_peak_bytes")
+    if peak is not None:
+        # Where /tmp is RAM-backed already, only what it holds now is in memory (and would be freed), not its peak.
+        available = host["mem_available"] + (host["tmp_bytes"] if tmp_is_ram_backed else 0)
+        at_peak = tmp_gate(max(peak, host["tmp_bytes"]), True, host["mem_total"], available,
+                           host["swap_free"], False, True, memory=memory)
+        found.update(peak_fits_half_ram=at_peak["fits_half_ram"],
+                     peak_fits_free_memory_and_swap=at_peak["fits_free_memory_and_swap"])
+    return found
 
 
 def verdict_summary(hosts):
@@ -105,8 +115,16 @@ def verdict_summary(hosts):
                  "mem_available": host["mem_available"], "swap_free": host["swap_free"],
                  "fits_half_ram": found["fits_half_ram"], "mem_limited_by": host.get("mem_limited_by")}
                 for host, found in judged if not found["fits_free_memory_and_swap"]]
+    with_peak = [(host, found) for host, found in judged if "peak_fits_half_ram" in found]
+    peak_half = sum(1 for _host, found in with_peak if found["peak_fits_half_ram"])
+    peak_free = sum(1 for _host, found in with_peak if found["peak_fits_free_memory_and_swap"])
     return {
         "hosts": total,
+        "with_peak": len(with_peak),
+        "peak_fits_half_ram": peak_half, "peak_fits_half_ram_share": _share(peak_half, len(with_peak)),
+        "peak_fits_free_memory_and_swap": peak_free,
+        "peak_fits_free_memory_and_swap_share": _share(peak_free, len(with_peak)),
+        "peak_outliers": sorted(host["host"] for host, found in with_peak if not found["peak_fits_half_ram"]),
         "fits_half_ram": half, "fits_half_ram_share": _share(half, total),
         "fits_free_memory_and_swap": free, "fits_free_memory_and_swap_share": _share(free, total),
         "outliers": sorted(outliers, key=lambda row: (-row["tmp_bytes"], row["host"])),
@@ -159,11 +177,13 @@ def host_row(host, plan, groups=None):
     # A cgroup memory limit below MemTotal is the host's RAM: ramdisk_facts has capped the figures with it.
     total, available = memory.get("total_bytes") or 0, memory.get("available_bytes") or 0
     limited_by = memory.get("cgroup_limit_set_by") if memory.get("capped_by_cgroup") else None
+    peaks = (facts.get("peaks") or {}).get("paths") or {}
     policy_paths = []
     for entry in (plan.get("policy") or {}).get("entries") or []:
         found = (facts.get("paths") or {}).get(entry.get("path")) or {}
         policy_paths.append({"path": entry.get("path"), "backend": entry.get("backend"),
-                             "usage_bytes": found.get("usage_bytes"), "complete": found.get("complete")})
+                             "usage_bytes": found.get("usage_bytes"), "complete": found.get("complete"),
+                             "peak_bytes": (peaks.get(entry.get("path")) or {}).get("peak_bytes")})
     return {
         "host": host,
         "tmp_bytes": gate.get("usage_bytes", tmp.get("usage_bytes") or 0) or 0,
@@ -178,6 +198,9 @@ def host_row(host, plan, groups=None):
         "swap_used": (swap.get("total_bytes") or 0) - (swap.get("free_bytes") or 0),
         "swap_free": swap.get("free_bytes") or 0,
         "mem_limited_by": limited_by,
+        # The most /tmp held since the metrics collector's peak record began (None: no record on the host).
+        "tmp_peak_bytes": (peaks.get("/tmp") or {}).get("peak_bytes"),
+        "peak_since": (facts.get("peaks") or {}).get("since"),
         "mem_meminfo_total": memory.get("meminfo_total_bytes", total),
         "complete": bool(gate.get("complete", True)),
         "tmp_is_ram_backed": bool(gate.get("tmp_is_ram_backed")),

@@ -268,6 +268,24 @@ ansible_facts:
                 size_bytes: 67108864
                 used_as: filesystem
                 mountpoint: /srv/scratch
+        peaks:
+          description:
+            - The peak record of the metrics collector (the ramdisk role's C(ramdisk_metrics)), when the host
+              has one - since when it has recorded, and the most bytes seen in use at each policy
+              path with the time it was seen. Empty when the collector was never installed.
+            - C(playbooks/survey.yml) judges /tmp on its peak as well as on its usage now.
+          type: dict
+          returned: always
+          sample:
+            since: 1763956800
+            paths:
+              /tmp: {peak_bytes: 734003200, peak_at: 1763989200}
+        metrics_installed:
+          description:
+            - Whether the metrics collector of the ramdisk role (C(ramdisk_metrics)) is installed on the host.
+          type: bool
+          returned: always
+          sample: false
         tmp_gate:
           description:
             - Whether /tmp should go to tmpfs. It fits when its usage is at most half of RAM and at most

@@ -235,6 +235,13 @@ def summary_lines(data):
             ", ".join("%s (%s of /tmp, %s RAM%s)" % (row["host"], _size(row["tmp_bytes"]), _size(row["mem_total"]),
                                                      _limit_note(row))
                       for row in verdicts["outliers"]) or "none"))
+    if verdicts.get("with_peak"):
+        lines.append("On their peak record (ramdisk_metrics), /tmp at its most since the record began fits in half of "
+                     "RAM on %d of %d hosts (%s%%), in available memory plus free swap on %d (%s%%); beyond half of "
+                     "RAM at its peak: %s." % (
+                         verdicts["peak_fits_half_ram"], verdicts["with_peak"], verdicts["peak_fits_half_ram_share"],
+                         verdicts["peak_fits_free_memory_and_swap"], verdicts["peak_fits_free_memory_and_swap_share"],
+                         ", ".join(verdicts["peak_outliers"]) or "none"))
     if verdicts["lower_bound"]:
         lines.append("/tmp scan stopped at its time limit on %s: their usage is a lower bound." % ", ".join(
             verdicts["lower_bound"]))
@@ -293,7 +300,9 @@ def report_sections(data, charts):
     out.append(("table", (["host", "groups", "/tmp", "entries", "RAM", "available", "swap", "swap used", "RAM mounts",
                            "policy paths"],
                           [[row["host"], " ".join(row["groups"]),
-                            _size(row["tmp_bytes"]) + ("" if row["complete"] else " or more"), row["tmp_inodes"],
+                            _size(row["tmp_bytes"]) + ("" if row["complete"] else " or more")
+                            + ("" if row.get("tmp_peak_bytes") is None else " (peak %s)" % _size(row["tmp_peak_bytes"])),
+                            row["tmp_inodes"],
                             _ram(row), _size(row["mem_available"]), _size(row["swap_total"]),
                             _size(row["swap_used"]), ", ".join(row["ram_mounts"]) or "-",
                             ", ".join("%s %s" % (entry["path"], _size(entry["usage_bytes"]))

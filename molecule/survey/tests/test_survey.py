@@ -161,6 +161,17 @@ def test_report_and_charts(survey):
     assert html.count('src="data:image/png;base64,') == 3
 
 
+def test_the_peak_record_is_judged(survey):
+    # prepare.yml left a peak record on debian13-survey only: /tmp once held 32 TiB.
+    fleet = survey["groups"][0][1]["verdicts"]
+    assert fleet["with_peak"] == 1 and fleet["peak_outliers"] == ["debian13-survey"]
+    row = [row for row in survey["rows"] if row["host"] == "debian13-survey"][0]
+    assert row["tmp_peak_bytes"] == 32 * 1024 ** 4
+    report = open(os.path.join(RESULTS, "report.md"), encoding="utf-8").read()
+    assert ("fits in half of RAM on 0 of 1 hosts (0.0%), in available memory plus free swap on 0 (0.0%); beyond "
+            "half of RAM at its peak: debian13-survey.") in report
+
+
 def test_the_survey_changed_nothing_on_the_host(host):
     # The plan's trial mounts happen in a namespace of their own and are gone: no mount of the policy, no
     # directory it names, no fstab line, no record of this collection.

@@ -54,3 +54,14 @@ def test_declared_sizes_come_from_the_records_of_mounts(tmp_path):
     (tmp_path / "broken.json").write_text("{")
     assert _host_facts.declared_sizes(str(tmp_path)) == {"/srv/a": 67108864}
     assert _host_facts.declared_sizes(str(tmp_path / "missing")) == {}
+
+
+def test_peak_record_of_the_metrics_collector():
+    text = ('{"version": 1, "since": 1700000000, "paths": {"/tmp": {"peak_bytes": 4096, "peak_at": 1700000600},'
+            ' "/bad": {"peak_bytes": "x"}}}')
+    assert _host_facts.peak_facts(text) == {"since": 1700000000,
+                                            "paths": {"/tmp": {"peak_bytes": 4096, "peak_at": 1700000600}}}
+    # None, broken JSON or another version: no record.
+    assert _host_facts.peak_facts("") == {}
+    assert _host_facts.peak_facts("{not json") == {}
+    assert _host_facts.peak_facts('{"version": 2, "paths": {}}') == {}

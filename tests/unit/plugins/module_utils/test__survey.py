@@ -157,3 +157,41 @@ def test_what_if_carries_the_plans_warnings():
     found = _survey.what_if(plan)
     assert found["refused"] is False
     assert found["warnings"] == ["Host h: the variable ramdisk_mount__web looks like a policy."]
+
+
+def test_the_peak_record_is_judged_by_the_same_rule():
+    # 8 GiB of RAM: half is 4 GiB. /tmp holds 1 GiB now; its peak record says 5 GiB (over half, but within
+    # 6 GiB available plus 2 GiB of free swap). A host without a record is not counted in the peak verdicts.
+    steady = dict(_host("steady", GIB), tmp_peak_bytes=GIB + MIB)
+    spiky = dict(_host("spiky", GIB), tmp_peak_bytes=5 * GIB)
+    found = _survey.verdict_summary([steady, spiky, _host("new", GIB)])
+    assert found["fits_half_ram"] == 3 and found["outliers"] == []
+    assert found["with_peak"] == 2
+    assert found["peak_fits_half_ram"] == 1 and found["peak_fits_half_ram_share"] == 50.0
+    assert found["peak_fits_free_memory_and_swap"] == 2
+    assert found["peak_outliers"] == ["spiky"]
+
+
+def test_host_row_reads_the_peak_record_from_the_facts():
+    plan = {"errors": [], "tmpfs": [], "ramfs": [], "zram": [], "zram_swap": [], "brd": {},
+            "policy": {"entries": [{"path": "/tmp", "backend": "tmpfs"}, {"path": "/srv/x", "backend": "tmpfs"}]},
+            "ansible_facts": {"ramdisk": {
+                "memory": {"total_bytes": 8 * GIB, "available_bytes": 6 * GIB},
+                "swap": {"total_bytes": 0, "free_bytes": 0},
+                "paths": {"/tmp": {"usage_bytes": MIB, "inodes": 3, "complete": True}},
+                "tmp_gate": {"usage_bytes": MIB, "complete": True},
+                "peaks": {"since": 1700000000, "paths": {"/tmp": {"peak_bytes": 3 * MIB, "peak_at": 1700000600}}}}}}
+    row = _survey.host_row("h", plan)
+    assert row["tmp_peak_bytes"] == 3 * MIB and row["peak_since"] == 1700000000
+    assert [entry["peak_bytes"] for entry in row["policy_paths"]] == [3 * MIB, None]
+    del plan["ansible_facts"]["ramdisk"]["peaks"]
+    assert _survey.host_row("h", plan)["tmp_peak_bytes"] is None
+
+
+def test_a_peak_on_a_ram_backed_tmp_is_not_already_in_memory():
+    # /tmp on tmpfs holds 1 GiB now, which is in memory and would be freed: the room is 6 GiB available + 1 GiB
+    # + 2 GiB of free swap = 9 GiB. A peak of 9 GiB fits in it; one byte more does not.
+    fits = dict(_host("fits", GIB), tmp_peak_bytes=9 * GIB)
+    over = dict(_host("over", GIB), tmp_peak_bytes=9 * GIB + 1)
+    assert _survey.verdict(fits, tmp_is_ram_backed=True)["peak_fits_free_memory_and_swap"] is True
+    assert _survey.verdict(over, tmp_is_ram_backed=True)["peak_fits_free_memory_and_swap"] is False

@@ -44,7 +44,7 @@ def facts(tmp_path_factory):
 
 def test_top_level_keys(facts):
     ramdisk, _scanned, _tmp = facts
-    assert set(ramdisk) == {"memory", "swap", "paths", "mounts", "support", "tmp_gate", "zram", "brd"}
+    assert set(ramdisk) == {"memory", "swap", "paths", "mounts", "support", "tmp_gate", "peaks", "metrics_installed", "zram", "brd"}
 
 
 def test_memory_matches_proc(facts):
