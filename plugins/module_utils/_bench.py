@@ -31,9 +31,10 @@ TARGET_COLUMNS = (
 )
 FIGURE_COLUMNS = (
     "tool", "test", "op", "bw_bytes", "iops", "io_bytes", "runtime_ms", "clat_ns_mean",
-) + tuple(column for _key, column in PERCENTILES) + ("memcopy_fraction",)
+) + tuple(column for _key, column in PERCENTILES) + ("memcopy_fraction", "lat_ns_max", "too_fast")
 # A figure is the median of its runs; these also carry the lowest and highest run beside it.
-SPREAD_METRICS = ("bw_bytes", "iops", "clat_ns_p50", "clat_ns_p99", "clat_ns_p99_9")
+# lat_ns_max: the worst latency bonnie++ reports; too_fast: bonnie++ printed +++++ (the runs that did, summarized).
+SPREAD_METRICS = ("bw_bytes", "iops", "clat_ns_p50", "clat_ns_p99", "clat_ns_p99_9", "lat_ns_max")
 SPREAD_COLUMNS = ("runs",) + tuple("%s_%s" % (metric, end) for metric in SPREAD_METRICS for end in ("min", "max"))
 COLUMNS = CONTEXT_COLUMNS + TARGET_COLUMNS + FIGURE_COLUMNS + SPREAD_COLUMNS
 RUN_COLUMNS = CONTEXT_COLUMNS + ("label", "kind", "backend", "round") + FIGURE_COLUMNS
@@ -53,6 +54,8 @@ RATIO_METRICS = (
     ("metadata", "metadata", "stat", "iops", True, "stats small files"),
     ("metadata", "metadata", "read", "iops", True, "reads small files"),
     ("metadata", "metadata", "delete", "iops", True, "deletes small files"),
+    ("pgbench", "tpcb_like", "transaction", "iops", True, "runs pgbench's TPC-B-like transactions"),
+    ("pgbench", "select_only", "transaction", "iops", True, "runs pgbench's select-only transactions"),
 )
 
 # What each compared figure is called in the report, so no two rows read alike.
@@ -71,6 +74,8 @@ TEST_TITLES = {
     ("metadata", "metadata", "stat"): "stat small files",
     ("metadata", "metadata", "read"): "read small files",
     ("metadata", "metadata", "delete"): "delete small files",
+    ("pgbench", "tpcb_like", "transaction"): "TPC-B-like transactions (pgbench)",
+    ("pgbench", "select_only", "transaction"): "select-only transactions (pgbench)",
 }
 
 
@@ -332,7 +337,7 @@ def memcopy_bw(doc):
 
 # The figure each test is judged by, per (tool, test, op), and whether higher is better.
 def _judged_metric(tool, test, op):
-    for m_tool, m_test, m_op, metric, higher, _verb in RATIO_METRICS:
+    for m_tool, m_test, m_op, metric, higher, _verb in RATIO_METRICS + SEED_METRICS:
         if (m_tool, m_test, m_op) == (tool, test, op):
             return metric, higher
     return None, True
@@ -552,6 +557,24 @@ def host_records(manifest, read_raw):
                     add(target_ctx, "dd", test, [figure], round_number)
                 except (IOError, OSError, ValueError, KeyError) as exc:
                     problems.append("%s: dd %s on %s: %s" % (manifest["host"], test, target["label"], exc))
+        for test, entries in sorted((target.get("seeds") or {}).items()):
+            for round_number, entry in enumerate(_as_list(entries), 1):
+                try:
+                    if entry["kind"] == "fio":
+                        figures = fio_figures(parse_fio_json(read_raw(entry["file"])), entry["test"])
+                        add(target_ctx, "fio", entry["test"], figures + dbtest_total(figures), round_number)
+                        continue
+                    if entry["file"] not in sections:
+                        sections[entry["file"]] = dd_sections(read_raw(entry["file"]))
+                    for figure in seed_figures(entry, sections[entry["file"]][entry["section"]]):
+                        add(target_ctx, entry["tool"], figure.pop("test"), [figure], round_number)
+                except (IOError, OSError, ValueError, KeyError, TypeError) as exc:
+                    problems.append("%s: %s on %s: %s" % (manifest["host"], test, target["label"], exc))
+        for run in target.get("pgbench") or []:
+            try:
+                add(target_ctx, "pgbench", run["test"], [pgbench_figures(run["output"])], int(run["round"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                problems.append("%s: pgbench on %s: %s" % (manifest["host"], target["label"], exc))
         for round_number, metadata in enumerate(_as_list(target.get("metadata")), 1):
             try:
                 doc = metadata if isinstance(metadata, dict) else json.loads(read_raw(metadata))
@@ -582,12 +605,14 @@ def summarize(run_records):
             order.append(key)
         groups[key].append(record)
     summary = []
-    numeric = ("bw_bytes", "iops", "io_bytes", "runtime_ms", "clat_ns_mean", "memcopy_fraction") + tuple(
+    numeric = ("bw_bytes", "iops", "io_bytes", "runtime_ms", "clat_ns_mean", "memcopy_fraction", "lat_ns_max") + tuple(
         column for _key, column in PERCENTILES)
     for key in order:
         runs = groups[key]
         record = dict((column, runs[0].get(column)) for column in COLUMNS)
         record["runs"] = len(runs)
+        # How many runs bonnie++ found too fast to time (it printed +++++ for them).
+        record["too_fast"] = sum(1 for run in runs if run.get("too_fast")) or None
         for column in numeric:
             values = [run[column] for run in runs if run.get(column) is not None]
             value = median(values) if values else None
@@ -627,7 +652,7 @@ def ratio_rows(records):
         disks = [r for r in targets[host].values() if r["kind"] == "disk"]
         for ram in sorted(rams, key=lambda r: r["label"]):
             for disk in sorted(disks, key=lambda r: r["label"]):
-                for tool, test, op, metric, higher, verb in RATIO_METRICS:
+                for tool, test, op, metric, higher, verb in RATIO_METRICS + SEED_METRICS:
                     a = index.get((host, ram["label"], tool, test, op))
                     b = index.get((host, disk["label"], tool, test, op))
                     if not a or not b or not a.get(metric) or not b.get(metric):
@@ -645,7 +670,8 @@ def ratio_rows(records):
                     rows.append({
                         "host": host, "groups": ram["groups"], "ram_label": ram["label"], "ram_backend": ram["backend"],
                         "disk_label": disk["label"], "disk_backend": disk["backend"],
-                        "tool": tool, "test": test, "op": op, "metric": metric, "title": test_title(tool, test, op),
+                        "tool": tool, "test": test, "op": op, "metric": metric,
+                        "title": figure_title(tool, test, op, metric),
                         "higher_is_better": higher,
                         "ram_value": a_mid, "disk_value": b_mid, "ratio": round(ratio, 3),
                         "ratio_low": round(low, 3), "ratio_high": round(high, 3), "runs": runs, "clear": clear,
@@ -733,7 +759,8 @@ def group_rows(ratios, groups):
             bucket["high"].append(row.get("ratio_high") or row["ratio"])
             bucket["clear"] += 1 if row.get("clear", True) else 0
     rows = []
-    order = dict(((tool, test, op), number) for number, (tool, test, op, _m, _h, _v) in enumerate(RATIO_METRICS))
+    order = dict(((tool, test, op), number) for number, (tool, test, op, _m, _h, _v)
+                 in enumerate(RATIO_METRICS + SEED_METRICS))
     for key in sorted(buckets, key=lambda key: (not key[0].startswith("all"), key[0], key[1],
                                                 order.get(key[2:5], len(order)), key)):
         group, backend, tool, test, op, metric = key
@@ -741,7 +768,7 @@ def group_rows(ratios, groups):
         ratio = geometric_mean(bucket["ratios"])
         rows.append({
             "group": group, "ram_backend": backend, "tool": tool, "test": test, "op": op, "metric": metric,
-            "title": test_title(tool, test, op), "hosts": len(bucket["hosts"]), "rows": len(bucket["ratios"]),
+            "title": figure_title(tool, test, op, metric), "hosts": len(bucket["hosts"]), "rows": len(bucket["ratios"]),
             "ratio_geomean": round(ratio, 3), "ratio_low": round(geometric_mean(bucket["low"]), 3),
             "ratio_high": round(geometric_mean(bucket["high"]), 3), "clear": bucket["clear"],
             "words": ratio_words(ratio, bucket["higher"], bucket["clear"] > 0),
@@ -784,10 +811,298 @@ def human_metric(metric, value):
         return "-"
     if metric == "bw_bytes":
         return human_bytes(value) + "/s"
-    if metric.startswith("clat_ns"):
+    if metric.startswith("clat_ns") or metric.startswith("lat_ns"):
         if value >= 1e6:
             return "%.2f ms" % (value / 1e6)
         return "%.1f \u00b5s" % (value / 1e3)
     if value >= 1000:
         return "%.0f/s" % value
     return "%.1f/s" % value
+
+
+# --- the seeds' experiments ---------------------------------------------------------------------------
+# The write-ups the project started from, each rerun here the way it was run (scaled to the host), with
+# the figures they published printed beside ours. Their figures come from other machines: context, not
+# a target. Each row: (tool, test, op, metric, higher is better, title, published RAM, published disk,
+# published ratio RAM over disk, or for latency disk over RAM). Published values are text as printed.
+SEEDS = (
+    {
+        "id": "tmp_dd",
+        "source": "the /tmp write-up (502 servers)",
+        "ran": "dd of one large block from random data, the same with oflag=dsync, a read back of it, then many "
+               "1 KiB files each written by its own dd with oflag=dsync",
+        "published_sides": ("tmpfs", "SSD"),
+        "rows": (
+            ("dd", "seed_block_write", "write", "bw_bytes", True, "one large block written (dd)",
+             "1.4 GB/s", "285 MB/s", 1.4e9 / 285e6),
+            ("dd", "seed_block_write_dsync", "write", "bw_bytes", True, "one large block, oflag=dsync (dd)",
+             "869 MB/s", "180 MB/s", 869.0 / 180.0),
+            ("dd", "seed_block_read", "read", "bw_bytes", True, "the block read back (dd)", None, None, None),
+            ("dd", "seed_files_dsync", "write", "iops", True, "1 KiB files, one dd each, oflag=dsync",
+             "10,000 files in 15.5 s", "10,000 files in 26.7 s", 26.7 / 15.5),
+        ),
+    },
+    {
+        "id": "bonnie",
+        "source": "the tmpfs vs ext3 write-up",
+        "ran": "bonnie++ -f -s 0 -n <files>:<max>:0:<dirs> (files of random size from 0 to <max> bytes in "
+               "<dirs> directories: create, stat and delete in sequential and in random order)",
+        "published_sides": ("tmpfs", "ext3"),
+        # bonnie++ gives a rate per test (none when the test was too quick to time) and its worst latency.
+        "rows": tuple(
+            row for op, title in (("create_seq", "create files, sequential order"),
+                                  ("stat_seq", "stat files, sequential order"),
+                                  ("delete_seq", "delete files, sequential order"),
+                                  ("create_random", "create files, random order"),
+                                  ("stat_random", "stat files, random order"),
+                                  ("delete_random", "delete files, random order"))
+            for row in (("bonnie++", "files", op, "iops", True, "%s (bonnie++)" % title, None, None, None),
+                        ("bonnie++", "files", op, "lat_ns_max", False, "%s, worst latency (bonnie++)" % title,
+                         None, None, None))),
+    },
+    {
+        "id": "fio_dbtest",
+        "source": "the ramdisk guide",
+        "ran": "fio --name=dbtest --ioengine=libaio --rw=randrw --bs=4k --iodepth=64 --numjobs=4 --time_based "
+               "--group_reporting",
+        "published_sides": ("RAM disk", "disk"),
+        "rows": (
+            ("fio", "dbtest", "readwrite", "iops", True, "dbtest IOPS, read and write (fio)", "1089k", "137k",
+             1089.0 / 137.0),
+            ("fio", "dbtest", "read", "clat_ns_p99", False, "dbtest p99 read latency (fio)", "26 \u00b5s",
+             "1536 \u00b5s", 1536.0 / 26.0),
+            ("fio", "dbtest", "write", "clat_ns_p99", False, "dbtest p99 write latency (fio)", "36 \u00b5s",
+             "1687 \u00b5s", 1687.0 / 36.0),
+        ),
+    },
+    {
+        "id": "pg_test_fsync",
+        "source": "the PostgreSQL write-up",
+        "ran": "pg_test_fsync -f <file> -s <seconds>, PostgreSQL's own test of its WAL sync methods",
+        "published_sides": ("tmpfs", "disk"),
+        "rows": (
+            ("pg_test_fsync", "one_8k_write", "fdatasync", "iops", True, "fdatasync, one 8 kB write (pg_test_fsync)",
+             "1,137,033 ops/s", None, None),
+            ("pg_test_fsync", "one_8k_write", "fsync", "iops", True, "fsync, one 8 kB write (pg_test_fsync)",
+             "1,146,431 ops/s", None, None),
+            ("pg_test_fsync", "one_8k_write", "open_datasync", "iops", True,
+             "open_datasync, one 8 kB write (pg_test_fsync)", None, None, None),
+            ("pg_test_fsync", "one_8k_write", "open_sync", "iops", True, "open_sync, one 8 kB write (pg_test_fsync)",
+             None, None, None),
+        ),
+    },
+    {
+        "id": "dd_64k",
+        "source": "the dd write-up",
+        "ran": "dd bs=64k count=1k conv=fdatasync, then a read of the file with bs=64k, repeated and averaged",
+        "published_sides": ("tmpfs", "disk"),
+        "rows": (
+            ("dd", "seed_64k_write", "write", "bw_bytes", True, "64 KiB blocks, conv=fdatasync (dd, averaged)",
+             None, None, 3.5),
+            ("dd", "seed_64k_read", "read", "bw_bytes", True, "64 KiB blocks read back (dd, averaged)",
+             None, None, 0.9),
+        ),
+    },
+)
+SEED_IDS = tuple(seed["id"] for seed in SEEDS)
+SEED_METRICS = tuple((row[0], row[1], row[2], row[3], row[4], "on the seed test '%s' is" % row[5])
+                     for seed in SEEDS for row in seed["rows"])
+# The title of each seed figure; bonnie++'s rate and worst latency share a (tool, test, op).
+SEED_TITLES = dict((row[:4], row[5]) for seed in SEEDS for row in seed["rows"])
+for _seed in SEEDS:
+    for _row in _seed["rows"]:
+        if _row[3] != "lat_ns_max":
+            TEST_TITLES[_row[:3]] = _row[5]
+
+
+def figure_title(tool, test, op, metric):
+    """What a compared figure is called: the seed's own title, else the test's."""
+    return SEED_TITLES.get((tool, test, op, metric)) or test_title(tool, test, op)
+
+
+# pg_test_fsync's sections, by the first words of their heading, and the test name each gets.
+_PG_SECTIONS = (
+    ("Compare file sync methods using one", "one_8k_write"),
+    ("Compare file sync methods using two", "two_8k_writes"),
+    ("Compare open_sync with different write sizes", "open_sync_sizes"),
+    ("Test if fsync on non-write file descriptor", "fsync_other_descriptor"),
+    ("Non-sync'ed", "no_sync"),
+)
+_PG_LINE_RE = re.compile(r"^\s+(\S.*?)\s+([0-9.]+) ops/sec\s+([0-9.]+) usecs/op\s*$")
+_LATENCY_RE = re.compile(r"^([0-9.]+)(ns|us|ms|s)$")
+
+
+def parse_pg_test_fsync(text):
+    """pg_test_fsync's output as figures: one per method line that has a rate, test named for its
+    section, op for the method ('fdatasync', '4x4kB open_sync writes' as '4x4kB_open_sync_writes');
+    iops is ops/sec, clat_ns_mean its usecs/op. Methods the platform lacks ('n/a') are left out."""
+    figures = []
+    test = None
+    for line in text.splitlines():
+        for start, name in _PG_SECTIONS:
+            if line.startswith(start):
+                test = name
+        found = _PG_LINE_RE.match(line)
+        if found and test:
+            op = re.sub(r"[^A-Za-z0-9_]+", "_", re.sub(r"\s*\*\s*", "x", found.group(1))).strip("_")
+            figures.append({"test": test, "op": op, "iops": float(found.group(2)),
+                            "clat_ns_mean": float(found.group(3)) * 1000.0, "bw_bytes": None, "io_bytes": None,
+                            "runtime_ms": None})
+    if not figures:
+        raise ValueError("no 'ops/sec' line in pg_test_fsync output")
+    return figures
+
+
+def _bonnie_latency_ns(text):
+    found = _LATENCY_RE.match(text.strip())
+    if not found:
+        return None
+    return float(found.group(1)) * {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[found.group(2)]
+
+
+BONNIE_OPS = ("create_seq", "stat_seq", "delete_seq", "create_random", "stat_random", "delete_random")
+
+
+def parse_bonnie_csv(text):
+    """The figures of bonnie++'s file tests from the CSV line it prints (format 1.98 and later): per
+    test, files per second and the test's worst latency (bonnie++ reports the maximum). A rate of
+    '+++++' means the test took too little time for bonnie++ to time it: no rate, latency still kept.
+    The file tests are the 12 fields before the 12 latencies that end the line; the last 6 of those
+    belong to them."""
+    lines = [line for line in text.splitlines() if re.match(r"^\d+\.\d+,", line)]
+    if not lines:
+        raise ValueError("no CSV line in bonnie++ output")
+    fields = lines[-1].strip().split(",")
+    if len(fields) < 30:
+        raise ValueError("no CSV line in bonnie++ output: %d fields" % len(fields))
+    rates, latencies = fields[-24:-12], fields[-6:]
+    figures = []
+    for number, op in enumerate(BONNIE_OPS):
+        rate = rates[2 * number]
+        figures.append({"test": "files", "op": op,
+                        "iops": float(rate) if re.match(r"^[0-9.]+$", rate) else None,
+                        "lat_ns_max": _bonnie_latency_ns(latencies[number]),
+                        "too_fast": rate.startswith("+"), "bw_bytes": None, "io_bytes": None, "runtime_ms": None})
+    return figures
+
+
+def dd_average(text, op):
+    """Repeated dd runs of one round (the dd write-up's loop) as one figure: the mean of each run's bytes
+    over its own seconds, as the write-up averaged them."""
+    runs = parse_dd(text)
+    rates = [run["bytes"] / run["seconds"] for run in runs if run["seconds"] > 0]
+    return {"op": op, "bw_bytes": int(sum(rates) / len(rates)) if rates else None, "io_bytes": sum(run["bytes"] for run in runs),
+            "iops": None, "runtime_ms": int(round(sum(run["seconds"] for run in runs) * 1000)), "repeats": len(runs)}
+
+
+def _dd_block(entry, text):
+    figure = dd_figures(text, entry["op"], entry["block_size"])
+    figure["iops"] = None
+    return [dict(figure, test=entry["test"])]
+
+
+def _dd_files(entry, _text):
+    """Files per second of the whole loop's wall time, starting each dd included, as the write-up timed it."""
+    wall = float(entry["wall_seconds"])
+    files = int(entry["files"])
+    return [{"test": entry["test"], "op": "write", "iops": files / wall if wall > 0 else None, "bw_bytes": None,
+             "io_bytes": files * 1024, "runtime_ms": int(round(wall * 1000)), "clat_ns_mean": wall / files * 1e9}]
+
+
+_SEED_PARSERS = {
+    "dd_block": _dd_block,
+    "dd_files": _dd_files,
+    "dd_repeat": lambda entry, text: [dict(dd_average(text, entry["op"]), test=entry["test"])],
+    "bonnie": lambda _entry, text: parse_bonnie_csv(text),
+    "pg_test_fsync": lambda _entry, text: parse_pg_test_fsync(text),
+}
+
+
+def seed_figures(entry, text):
+    """Figures of one round of one seed test, from its raw text: ``entry`` is the manifest's record of
+    that round (its kind picks the parser; an unknown kind is a KeyError, reported as a problem)."""
+    return _SEED_PARSERS[entry["kind"]](entry, text)
+
+
+def dbtest_total(figures):
+    """fio dbtest's read and write together, the way the guide quotes its IOPS: one more figure."""
+    ops = dict((figure["op"], figure) for figure in figures)
+    if "read" not in ops or "write" not in ops:
+        return []
+    return [{"op": "readwrite", "iops": ops["read"]["iops"] + ops["write"]["iops"],
+             "bw_bytes": (ops["read"]["bw_bytes"] or 0) + (ops["write"]["bw_bytes"] or 0),
+             "io_bytes": (ops["read"]["io_bytes"] or 0) + (ops["write"]["io_bytes"] or 0),
+             "runtime_ms": max(ops["read"]["runtime_ms"], ops["write"]["runtime_ms"])}]
+
+
+def seed_rows(records, hosts_seeds=None):
+    """Per seed: its rows of figures, each RAM target of each host against each of its disk targets,
+    ours beside the published; and per host the seed's parameters or why it was skipped."""
+    index = _index(records)
+    labels = {}
+    for record in records:
+        labels.setdefault(record["host"], {}).setdefault(record["label"], record)
+    out = []
+    for seed in SEEDS:
+        rows = []
+        for host in sorted(labels):
+            rams = sorted((r for r in labels[host].values() if r["kind"] == "ram"), key=lambda r: r["label"])
+            disks = sorted((r for r in labels[host].values() if r["kind"] == "disk"), key=lambda r: r["label"])
+            for tool, test, op, metric, higher, title, pub_ram, pub_disk, pub_ratio in seed["rows"]:
+                for ram in rams:
+                    a = index.get((host, ram["label"], tool, test, op))
+                    for disk in disks or [None]:
+                        b = index.get((host, disk["label"], tool, test, op)) if disk else None
+                        if not a and not b:
+                            continue
+                        row = {"host": host, "ram_label": ram["label"], "ram_backend": ram["backend"],
+                               "disk_label": disk["label"] if disk else None, "tool": tool, "test": test, "op": op,
+                               "metric": metric, "title": title, "higher_is_better": higher,
+                               "published_ram": pub_ram, "published_disk": pub_disk, "published_ratio": pub_ratio,
+                               "ram": _figure_of(a, metric), "disk": _figure_of(b, metric), "ratio": None,
+                               "ratio_low": None, "ratio_high": None, "clear": None}
+                        if row["ram"]["value"] and row["disk"]["value"]:
+                            a_mid, a_low, a_high = _spread(a, metric)
+                            b_mid, b_low, b_high = _spread(b, metric)
+                            if higher:
+                                ratio, low, high = a_mid / float(b_mid), a_low / float(b_high), a_high / float(b_low)
+                            else:
+                                ratio, low, high = b_mid / float(a_mid), b_low / float(a_high), b_high / float(a_low)
+                            row.update(ratio=round(ratio, 3), ratio_low=round(low, 3), ratio_high=round(high, 3),
+                                       clear=a_low > b_high or a_high < b_low)
+                        rows.append(row)
+        hosts = {}
+        for host, seeds in sorted((hosts_seeds or {}).items()):
+            if seed["id"] in (seeds or {}):
+                hosts[host] = seeds[seed["id"]]
+        out.append({"id": seed["id"], "source": seed["source"], "ran": seed["ran"],
+                    "published_sides": list(seed["published_sides"]), "rows": rows, "hosts": hosts})
+    return out
+
+
+def _figure_of(record, metric):
+    if not record:
+        return {"value": None, "min": None, "max": None, "runs": 0, "too_fast": False}
+    value, low, high = _spread(record, metric)
+    return {"value": value, "min": low, "max": high, "runs": int(record.get("runs") or 1),
+            "too_fast": int(record.get("too_fast") or 0)}
+
+
+# --- pgbench ---------------------------------------------------------------------------------------
+
+_PGBENCH_TPS_RE = re.compile(r"^tps = ([0-9.]+) \(without initial connection time\)", re.MULTILINE)
+_PGBENCH_LATENCY_RE = re.compile(r"^latency average = ([0-9.]+) ms", re.MULTILINE)
+_PGBENCH_COUNT_RE = re.compile(r"^number of transactions actually processed: (\d+)", re.MULTILINE)
+
+
+def pgbench_figures(text):
+    """One pgbench run's figure: transactions per second (without the time to connect) as iops, its
+    average latency, and how many transactions it made."""
+    tps = _PGBENCH_TPS_RE.search(text)
+    if not tps:
+        raise ValueError("no 'tps = N (without initial connection time)' line in pgbench output")
+    latency = _PGBENCH_LATENCY_RE.search(text)
+    count = _PGBENCH_COUNT_RE.search(text)
+    return {"op": "transaction", "iops": float(tps.group(1)), "bw_bytes": None, "io_bytes": None, "runtime_ms": None,
+            "clat_ns_mean": float(latency.group(1)) * 1e6 if latency else None,
+            "total_ios": int(count.group(1)) if count else None}

@@ -42,6 +42,10 @@ def render_markdown(sections):
             lines += ["# " + payload, ""]
         elif kind == "h2":
             lines += ["## " + payload, ""]
+        elif kind == "h3":
+            lines += ["### " + payload, ""]
+        elif kind == "list":
+            lines += ["- " + item for item in payload] + [""]
         elif kind == "p":
             lines += [payload, ""]
         elif kind == "table":
@@ -68,8 +72,10 @@ def _inline_image(path, name):
 def render_html(sections, title, path=None):
     body = []
     for kind, payload in sections:
-        if kind in ("h1", "h2"):
+        if kind in ("h1", "h2", "h3"):
             body.append("<%s>%s</%s>" % (kind, _escape(payload), kind))
+        elif kind == "list":
+            body.append("<ul>%s</ul>" % "".join("<li>%s</li>" % _escape(item) for item in payload))
         elif kind == "p":
             body.append("<p>%s</p>" % _escape(payload))
         elif kind == "table":

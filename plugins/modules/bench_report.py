@@ -20,6 +20,9 @@ description:
     reported as "no clear difference", not as a ratio.
   - Writes C(results.json), C(results.csv) (one row per figure), C(runs.csv) (one row per run), C(report.md),
     C(report.html) and PNG charts into O(path).
+  - For a run of the C(seeds) profile, the report and the summary show each write-up's experiment (dd, bonnie++, fio,
+    pg_test_fsync) with our figures, their spread and RAM against disk beside the figures the write-up published,
+    its source named, and say on which host and target a test did not run and why (C(results.json) key C(seeds)).
   - A file is rewritten only when its content changes; C(changed) says whether any was.
 author: ramdisk.provision maintainers (@ramdisk-provision)
 requirements:
@@ -477,11 +480,13 @@ def _as_figure(row, side):
 def summary_lines(data):
     """The few lines the terminal shows: per RAM backend and test, the first group's (all hosts) result
     and the range of the runs."""
+    if data.get("seeds"):
+        return list(data.get("warnings") or []) + seed_summary_lines(data)
     rows = data["group_ratios"]
     if not rows:
         return ["No RAM-versus-disk comparison: no host had both a RAM target and a disk target."]
     first = rows[0]["group"]
-    lines = list(data.get("warnings") or [])
+    lines = list(data.get("warnings") or []) + list(data.get("skipped") or [])
     lines.append("RAM against disk on the hosts of %s (%s profile, median of %s runs, range of the runs):"
                  % (first, data["profile"], data.get("runs_per_figure") or 1))
     width = max(len(row["title"]) for row in rows)
@@ -510,6 +515,10 @@ def report_sections(data, charts):
                  "difference\": its runs cannot tell RAM from disk. Raw files per host are in the host's directory; "
                  "every figure is in results.json and results.csv, every run in runs.csv."
                  % (data["run_id"], data["profile"], data["generated"], data.get("runs_per_figure") or 1))]
+    if data.get("seeds"):
+        out += seed_sections(data)
+    if data.get("skipped"):
+        out.append(("list", data["skipped"]))
     if "ratios.png" in charts:
         out.append(("img", ("ratios.png", "How many times better RAM is than disk, per test, with the range of the runs")))
     if data["group_ratios"]:
@@ -627,6 +636,154 @@ def _number(value):
         return None
 
 
+def host_seeds(manifest):
+    """Per seed, how it ran on this host: why it did not (the host lacks the tool, or a target kept it out),
+    and each target's scale (sizes and counts, numbers even where older cores wrote them as text)."""
+    out = {}
+    skips = manifest.get("seed_skips") or {}
+    for seed in _bench.SEED_IDS:
+        why = skips.get(seed, "not run: the manifest does not mention it.")
+        targets = {}
+        for target in manifest.get("targets") or []:
+            scale = dict((key, value if key == "bonnie_user" else _number(value))
+                         for key, value in (target.get("seed_scale") or {}).items())
+            targets[target["label"]] = {"scale": scale, "skipped": (target.get("seed_skips") or {}).get(seed) or ""}
+        out[seed] = {"skipped": why, "targets": targets}
+    return out
+
+
+def _count(value):
+    return "{:,}".format(int(value)) if value is not None else "-"
+
+
+def seed_scale_words(seed, scale):
+    """How a seed ran on one target, in the write-up's own terms."""
+    if not scale:
+        return "-"
+    if seed == "tmp_dd":
+        return "one block of %s, %s files of 1 KiB (the write-up: 10,000; files per second compares)" % (
+            _bench.human_bytes(scale.get("block_bytes")), _count(scale.get("files")))
+    if seed == "bonnie":
+        files = scale.get("bonnie_files") or 0
+        return "-n %d:%d:0:%d, %s files (the write-up: -n 50:250000:0:1000), as user %s" % (
+            files, scale.get("bonnie_max_bytes") or 0, scale.get("bonnie_dirs") or 0, _count(files * 1024),
+            scale.get("bonnie_user"))
+    if seed == "fio_dbtest":
+        return "--size=%s per job, --runtime=%d s" % (
+            _bench.human_bytes(scale.get("fio_job_bytes")), scale.get("fio_runtime") or 0)
+    if seed == "pg_test_fsync":
+        return "-s %d (seconds per test)" % (scale.get("pg_seconds") or 0)
+    if seed == "dd_64k":
+        return "bs=64k count=%d, write and read %d times in each run, averaged (the write-up: 100 runs)" % (
+            scale.get("dd_count") or 0, scale.get("dd_repeats") or 0)
+    return "-"
+
+
+def _seed_figure(metric, figure):
+    """Our figure of one side: median (lowest-highest run), or why there is none."""
+    if figure["value"] is None:
+        if figure.get("too_fast"):
+            return "too quick for bonnie++ to time (+++++)"
+        return "-"
+    return _with_spread(metric, {metric: figure["value"], metric + "_min": figure["min"], metric + "_max": figure["max"],
+                                 "runs": figure["runs"]})
+
+
+def _seed_ratio(row):
+    if row["ratio"] is None:
+        return "-"
+    return "%s (%s)" % (_bench.ratio_words(row["ratio"], row["higher_is_better"], row["clear"]),
+                        _range(row["ratio_low"], row["ratio_high"]))
+
+
+def _published_ratio(row):
+    if row["published_ratio"] is None:
+        return "-"
+    return _bench.ratio_words(row["published_ratio"], row["higher_is_better"])
+
+
+def _published(row, sides):
+    parts = []
+    for side, value in zip(sides, (row["published_ram"], row["published_disk"])):
+        if value:
+            parts.append("%s %s" % (side, value))
+    return ", ".join(parts) or "-"
+
+
+def seed_sections(data):
+    """The seeds' experiments: per write-up, how it ran here, why it did not where it did not, and its
+    figures beside the published ones."""
+    out = [("h2", "The seeds' experiments"),
+           ("p", "Each experiment of the write-ups this project started from, rerun the way the write-up ran it and "
+                 "scaled to the host (the sizes below). The published figures come from the write-ups' machines, "
+                 "disks and kernels: context for ours, not a target. Ours are the median of the runs with the lowest "
+                 "and highest run; RAM against disk is the ratio of the medians, with the range the runs allow, or no "
+                 "clear difference when the runs overlap. The data is random, never /dev/zero, where the write-ups "
+                 "may have used zeros.")]
+    for seed in data["seeds"]:
+        sides = seed["published_sides"]
+        out.append(("h3", "%s: %s" % (seed["id"], seed["source"])))
+        out.append(("p", "Ran: %s. Published: %s against %s." % (seed["ran"], sides[0], sides[1])))
+        lines = []
+        for host, how in sorted(seed["hosts"].items()):
+            if how["skipped"]:
+                lines.append("Host %s: skipped: %s" % (host, how["skipped"]))
+                continue
+            for label, target in sorted(how["targets"].items()):
+                if target["skipped"]:
+                    lines.append("Host %s, target %s: skipped: %s" % (host, label, target["skipped"]))
+                else:
+                    lines.append("Host %s, target %s: %s." % (host, label, seed_scale_words(seed["id"], target["scale"])))
+        if lines:
+            out.append(("list", lines))
+        if seed["rows"]:
+            out.append(("table", (["host", "RAM", "disk", "figure", "published", "published RAM against disk",
+                                   "RAM here", "disk here", "RAM against disk here"],
+                                  [[row["host"], "%s (%s)" % (row["ram_label"], row["ram_backend"]), row["disk_label"] or "-",
+                                    row["title"], _published(row, sides), _published_ratio(row),
+                                    _seed_figure(row["metric"], row["ram"]), _seed_figure(row["metric"], row["disk"]),
+                                    _seed_ratio(row)] for row in seed["rows"]])))
+        else:
+            out.append(("p", "No host ran it."))
+    return out
+
+
+def seed_summary_lines(data):
+    """The terminal's lines for the seeds profile: per write-up, each figure's RAM-against-disk result here
+    (the first group's, over its hosts) beside the published one, and where the test was skipped."""
+    first = data["group_ratios"][0]["group"] if data["group_ratios"] else None
+    here = dict(((row["tool"], row["test"], row["op"], row["metric"]), row) for row in data["group_ratios"]
+                if row["group"] == first)
+    lines = ["The seeds' experiments, RAM against disk on the hosts of %s (median of %s runs, range of the runs), "
+             "beside what each write-up published on its own machine (context, not a target):"
+             % (first or "all", data.get("runs_per_figure") or 1)]
+    for seed in data["seeds"]:
+        sides = seed["published_sides"]
+        lines.append("%s (%s against %s):" % (seed["source"], sides[0], sides[1]))
+        for host, how in sorted(seed["hosts"].items()):
+            if how["skipped"]:
+                lines.append("  skipped on %s: %s" % (host, how["skipped"]))
+                continue
+            for label, target in sorted(how["targets"].items()):
+                if target["skipped"]:
+                    lines.append("  skipped on %s, target %s: %s" % (host, label, target["skipped"]))
+        if not seed["rows"]:
+            continue
+        for tool, test, op, metric, higher, title, pub_ram, pub_disk, pub_ratio in _bench.SEEDS[
+                _bench.SEED_IDS.index(seed["id"])]["rows"]:
+            row = here.get((tool, test, op, metric))
+            published = _published({"published_ram": pub_ram, "published_disk": pub_disk}, sides)
+            if pub_ratio:
+                published = "%s%s" % (_bench.ratio_words(pub_ratio, higher),
+                                      " (%s)" % published if published != "-" else "")
+            if not row and published == "-":
+                continue
+            lines.append("  %-48s here %s; published %s" % (
+                title, "%s %s" % (row["words"], _range(row["ratio_low"], row["ratio_high"])) if row else "-",
+                published))
+    return lines
+
+
 def latency_histograms(path, hosts):
     """The merged latency histograms of every host, for the distribution charts (not kept in results.json:
     the raw fio files hold them)."""
@@ -641,7 +798,7 @@ def latency_histograms(path, hosts):
 
 
 def build(path, hosts, groups, title):
-    samples, memory, phases, warnings = {}, {}, {}, []
+    samples, memory, phases, warnings, seeds_of_hosts, pgbench_skips = {}, {}, {}, [], {}, []
     records = []
     problems = []
     context = {}
@@ -672,6 +829,10 @@ def build(path, hosts, groups, title):
             phases[host] = [(target["label"], _number(target.get("started")), _number(target.get("ended")))
                             for target in manifest.get("targets") or [] if target.get("started")]
         context[host]["fio_installed"] = manifest.get("fio_installed")
+        if manifest.get("pgbench_skip"):
+            pgbench_skips.append("pgbench did not run on host %s: %s" % (host, manifest["pgbench_skip"]))
+        if manifest.get("profile") == "seeds":
+            seeds_of_hosts[host] = host_seeds(manifest)
         targets[host] = [_bench.target_context(target) for target in manifest.get("targets") or []]
     host_groups = dict((host, groups.get(host) or ["all"]) for host in hosts)
     runs = [dict((column, record.get(column)) for column in _bench.RUN_COLUMNS) for record in records]
@@ -698,6 +859,8 @@ def build(path, hosts, groups, title):
         "phases": phases,
         "warnings": warnings,
         "problems": problems,
+        "seeds": _bench.seed_rows(records, seeds_of_hosts) if seeds_of_hosts else [],
+        "skipped": pgbench_skips,
     }
 
 

@@ -113,3 +113,79 @@ def test_no_benchmark_file_left_on_the_host(host):
         left = host.run("find %s -maxdepth 1 -name 'ramdisk-bench.*'", path)
         assert left.rc == 0 and left.stdout.strip() == "", left.stdout
     assert host.mount_point("/srv/ram").filesystem == "tmpfs"
+
+
+# --- the seeds profile (run id "molecule-seeds", 2 runs, scaled down) -------------------------------------
+
+SEEDS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "results", "molecule-seeds")
+# Every seed test's figures: (tool, test, op) and the metric each is judged by.
+SEED_FIGURES = {
+    "tmp_dd": [("dd", "seed_block_write", "write", "bw_bytes"), ("dd", "seed_block_write_dsync", "write", "bw_bytes"),
+               ("dd", "seed_block_read", "read", "bw_bytes"), ("dd", "seed_files_dsync", "write", "iops")],
+    # bonnie++ may find a test too quick to time (+++++) on tmpfs: its worst latency is always there.
+    "bonnie": [("bonnie++", "files", op, "lat_ns_max") for op in
+               ("create_seq", "stat_seq", "delete_seq", "create_random", "stat_random", "delete_random")],
+    "fio_dbtest": [("fio", "dbtest", "readwrite", "iops"), ("fio", "dbtest", "read", "clat_ns_p99"),
+                   ("fio", "dbtest", "write", "clat_ns_p99")],
+    "pg_test_fsync": [("pg_test_fsync", "one_8k_write", "fdatasync", "iops"),
+                      ("pg_test_fsync", "one_8k_write", "fsync", "iops")],
+    "dd_64k": [("dd", "seed_64k_write", "write", "bw_bytes"), ("dd", "seed_64k_read", "read", "bw_bytes")],
+}
+SEEDS_ON = {"debian12": set(SEED_FIGURES), "debian13": {"dd_64k"}}
+
+
+@pytest.fixture(scope="module")
+def seeds():
+    with open(os.path.join(SEEDS, "results.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def test_every_seed_test_ran_twice_and_carries_its_spread(name, seeds):
+    records = dict(((r["label"], r["tool"], r["test"], r["op"]), r) for r in seeds["records"] if r["host"] == name)
+    ran = SEEDS_ON[name.split("-")[0]]
+    for seed in ran:
+        for tool, test, op, metric in SEED_FIGURES[seed]:
+            for label in ("ram", "disk"):
+                record = records.get((label, tool, test, op))
+                assert record, (seed, label, test, op)
+                assert record["profile"] == "seeds" and record["runs"] == 2, (seed, label, test, op)
+                assert record[metric] > 0, (seed, label, test, op, metric)
+                assert record[metric + "_min"] <= record[metric] <= record[metric + "_max"], (seed, label, test, op)
+    for seed in set(SEED_FIGURES) - ran:
+        assert not any(key[1:] == figure[:3] for key in records for figure in SEED_FIGURES[seed]), seed
+    runs = [r for r in seeds["runs"] if r["host"] == name]
+    assert set(r["round"] for r in runs) == {1, 2}
+
+
+def test_seeds_report_prints_the_published_figures_and_the_skips(name, seeds):
+    report = open(os.path.join(SEEDS, "report.md"), encoding="utf-8").read()
+    for text in ("## The seeds' experiments", "the /tmp write-up (502 servers)", "1.4 GB/s", "869 MB/s",
+                 "10,000 files in 26.7 s", "the tmpfs vs ext3 write-up", "the ramdisk guide", "1089k", "1536 µs",
+                 "the PostgreSQL write-up", "1,137,033 ops/s", "the dd write-up", "×3.5 faster"):
+        assert text in report, text
+    if name.startswith("debian13"):
+        assert "Host %s: skipped: PostgreSQL is not installed on this host" % name in report
+        assert "Host %s: skipped: not asked for" % name in report
+    else:
+        assert "Host %s: skipped" % name not in report
+        assert "Host %s, target ram: -n 1:" % name in report
+    manifest = json.load(open(os.path.join(SEEDS, name, "manifest.json"), encoding="utf-8"))
+    assert manifest["profile"] == "seeds" and manifest["tests"] == []
+    assert os.path.getsize(os.path.join(SEEDS, name, "seeds.txt")) > 0
+
+
+def test_pgbench_on_a_private_cluster_or_why_not(name, host, results):
+    records = [r for r in results["records"] if r["host"] == name and r["tool"] == "pgbench"]
+    if name.startswith("debian13"):
+        assert not records
+        assert "pgbench did not run on host %s: PostgreSQL is not installed" % name in open(
+            os.path.join(RESULTS, "report.md"), encoding="utf-8").read()
+        return
+    got = set((r["label"], r["test"]) for r in records)
+    assert got == {(label, test) for label in ("ram", "disk") for test in ("tpcb_like", "select_only")}
+    for record in records:
+        assert record["runs"] == 3 and record["iops_min"] <= record["iops"] <= record["iops_max"] and record["iops"] > 0
+    assert any(row["host"] == name and row["tool"] == "pgbench" for row in results["ratios"])
+    # The private cluster is stopped and gone; the image's own server, if running, kept its data directory.
+    # (ps, not pgrep -f, which would find the shell that runs it, its pattern in the command line.)
+    assert [line for line in host.run("ps -eo args").stdout.splitlines() if "ramdisk-bench" in line] == []

@@ -152,3 +152,38 @@ def test_numbers_written_as_text_by_older_cores(tmp_path):
     result = run_module(tmp_path, path=str(run_dir), charts=False)
     assert result.get("failed") is not True, result
     assert "| 54.3 s |" in (run_dir / "report.md").read_text()
+
+
+def test_seeds_report_prints_each_seed_beside_the_published_and_why_one_was_skipped(tmp_path):
+    """A seeds run of 2 rounds: every write-up's table, our figures with their spread beside the published ones, the
+    terminal summary naming each source, and the reason a test did not run (here, as on a host without
+    PostgreSQL). The scale is text, as ansible-core 2.17 and 2.18 write it."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(RUN + "-seeds", run_dir)
+    manifest_path = run_dir / "lab-debian12" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    why = "PostgreSQL is not installed on this host (pg_test_fsync comes with the server package)."
+    manifest["seed_skips"]["pg_test_fsync"] = why
+    for target in manifest["targets"]:
+        target["seeds"] = dict((test, entries) for test, entries in target["seeds"].items() if test != "pg_test_fsync")
+        target["seed_scale"] = dict((key, str(value)) for key, value in target["seed_scale"].items())
+    manifest_path.write_text(json.dumps(manifest))
+    result = run_module(tmp_path, path=str(run_dir), charts=False)
+    assert result.get("failed") is not True, result
+    assert result["problems"] == []
+    summary = "\n".join(result["summary"])
+    for source in ("the /tmp write-up (502 servers)", "the tmpfs vs ext3 write-up", "the ramdisk guide",
+                   "the PostgreSQL write-up", "the dd write-up"):
+        assert source in summary
+    assert "skipped on lab-debian12: " + why in summary
+    assert "published ×4.9 faster (tmpfs 1.4 GB/s, SSD 285 MB/s)" in summary
+    report = (run_dir / "report.md").read_text()
+    assert "Host lab-debian12: skipped: " + why in report
+    assert "Host lab-debian12, target ram: one block of 16.0 MiB, 200 files of 1 KiB (the write-up: 10,000; files per second compares)." in report
+    assert "Host lab-debian12, target disk: -n 1:32768:0:1000, 1,024 files" in report
+    assert "too quick for bonnie++ to time (+++++)" in report
+    assert "| tmpfs 1,137,033 ops/s |" not in report          # no pg_test_fsync figures of ours: no row
+    assert "<h3>fio_dbtest: the ramdisk guide</h3>" in (run_dir / "report.html").read_text()
+    data = json.loads((run_dir / "results.json").read_text())
+    assert [seed["id"] for seed in data["seeds"]] == ["tmp_dd", "bonnie", "fio_dbtest", "pg_test_fsync", "dd_64k"]
+    assert all(row["ram"]["runs"] == 2 for seed in data["seeds"] for row in seed["rows"])
