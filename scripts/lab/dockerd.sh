@@ -8,7 +8,8 @@ fi
 command -v dockerd >/dev/null || { echo "dockerd.sh: dockerd is missing; run scripts/bootstrap.sh first" >&2; exit 1; }
 mkdir -p /var/log
 echo "dockerd.sh: starting dockerd (--bridge=none --iptables=false)"
-nohup dockerd --bridge=none --iptables=false --ip6tables=false >/var/log/ramdisk-lab-dockerd.log 2>&1 &
+# Its own session: the engine outlives the shell (and process group) that started it.
+setsid nohup dockerd --bridge=none --iptables=false --ip6tables=false >/var/log/ramdisk-lab-dockerd.log 2>&1 &
 for _ in $(seq 1 60); do
   docker info >/dev/null 2>&1 && exit 0
   sleep 1
