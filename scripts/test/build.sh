@@ -131,7 +131,10 @@ def fail(msg):
     print('build: FAILED: ' + msg)
     sys.exit(1)
 try:
-    result = json.loads(sys.argv[1])['plays'][0]['tasks'][0]['hosts']['localhost']
+    # The JSON document, without what other callbacks enabled in ansible.cfg print after it (the timer).
+    text = sys.argv[1]
+    document = json.JSONDecoder().raw_decode(text[text.index('{'):])[0]
+    result = document['plays'][0]['tasks'][0]['hosts']['localhost']
 except (ValueError, LookupError):
     fail('no result from ramdisk_facts:\n' + sys.argv[1][-2000:])
 if result.get('failed') or result.get('unreachable'):
