@@ -34,7 +34,7 @@ FIGURE_COLUMNS = (
 ) + tuple(column for _key, column in PERCENTILES) + ("memcopy_fraction", "lat_ns_max", "too_fast")
 # A figure is the median of its runs; these also carry the lowest and highest run beside it.
 # lat_ns_max: the worst latency bonnie++ reports; too_fast: bonnie++ printed +++++ (the runs that did, summarized).
-SPREAD_METRICS = ("bw_bytes", "iops", "clat_ns_p50", "clat_ns_p99", "clat_ns_p99_9", "lat_ns_max")
+SPREAD_METRICS = ("bw_bytes", "iops", "runtime_ms", "clat_ns_p50", "clat_ns_p99", "clat_ns_p99_9", "lat_ns_max")
 SPREAD_COLUMNS = ("runs",) + tuple("%s_%s" % (metric, end) for metric in SPREAD_METRICS for end in ("min", "max"))
 COLUMNS = CONTEXT_COLUMNS + TARGET_COLUMNS + FIGURE_COLUMNS + SPREAD_COLUMNS
 RUN_COLUMNS = CONTEXT_COLUMNS + ("label", "kind", "backend", "round") + FIGURE_COLUMNS
@@ -56,6 +56,8 @@ RATIO_METRICS = (
     ("metadata", "metadata", "delete", "iops", True, "deletes small files"),
     ("pgbench", "tpcb_like", "transaction", "iops", True, "runs pgbench's TPC-B-like transactions"),
     ("pgbench", "select_only", "transaction", "iops", True, "runs pgbench's select-only transactions"),
+    # The compile test's figure is builds per second (one over the build's time), so faster reads as faster.
+    ("compile", "build", "build", "iops", True, "builds the code base"),
 )
 
 # What each compared figure is called in the report, so no two rows read alike.
@@ -76,6 +78,7 @@ TEST_TITLES = {
     ("metadata", "metadata", "delete"): "delete small files",
     ("pgbench", "tpcb_like", "transaction"): "TPC-B-like transactions (pgbench)",
     ("pgbench", "select_only", "transaction"): "select-only transactions (pgbench)",
+    ("compile", "build", "build"): "build of a code base (compile)",
 }
 
 
@@ -575,6 +578,11 @@ def host_records(manifest, read_raw):
                 add(target_ctx, "pgbench", run["test"], [pgbench_figures(run["output"])], int(run["round"]))
             except (ValueError, KeyError, TypeError) as exc:
                 problems.append("%s: pgbench on %s: %s" % (manifest["host"], target["label"], exc))
+        for run in target.get("compile") or []:
+            try:
+                add(target_ctx, "compile", "build", [compile_figures(run["seconds"])], int(run["round"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                problems.append("%s: compile on %s: %s" % (manifest["host"], target["label"], exc))
         for round_number, metadata in enumerate(_as_list(target.get("metadata")), 1):
             try:
                 doc = metadata if isinstance(metadata, dict) else json.loads(read_raw(metadata))
@@ -815,9 +823,13 @@ def human_metric(metric, value):
         if value >= 1e6:
             return "%.2f ms" % (value / 1e6)
         return "%.1f \u00b5s" % (value / 1e3)
+    if metric == "runtime_ms":
+        return "%.2f s" % (value / 1000.0)
     if value >= 1000:
         return "%.0f/s" % value
-    return "%.1f/s" % value
+    if value >= 10:
+        return "%.1f/s" % value
+    return "%.3g/s" % value
 
 
 # --- the seeds' experiments ---------------------------------------------------------------------------
@@ -1106,3 +1118,15 @@ def pgbench_figures(text):
     return {"op": "transaction", "iops": float(tps.group(1)), "bw_bytes": None, "io_bytes": None, "runtime_ms": None,
             "clat_ns_mean": float(latency.group(1)) * 1e6 if latency else None,
             "total_ios": int(count.group(1)) if count else None}
+
+
+# --- compile ---------------------------------------------------------------------------------------
+
+def compile_figures(seconds):
+    """One build's figure: its wall time, and builds per second (one over it) as iops, the figure the ratio
+    table compares, so a faster build reads as faster."""
+    seconds = float(seconds)
+    if seconds <= 0:
+        raise ValueError("a build cannot take %r seconds" % seconds)
+    return {"op": "build", "iops": 1.0 / seconds, "bw_bytes": None, "io_bytes": None,
+            "runtime_ms": int(round(seconds * 1000)), "clat_ns_mean": None}

@@ -595,10 +595,12 @@ def report_sections(data, charts):
     for r in data["records"]:
         figures.append([r["host"], r["label"], _bench.test_title(r["tool"], r["test"], r["op"]),
                         _with_spread("bw_bytes", r), _with_spread("iops", r), _with_spread("clat_ns_p50", r),
-                        _with_spread("clat_ns_p99", r), _with_spread("clat_ns_p99_9", r), r.get("runs") or 1])
+                        _with_spread("clat_ns_p99", r), _with_spread("clat_ns_p99_9", r), _with_spread("runtime_ms", r),
+                        r.get("runs") or 1])
     out.append(("table", (["host", "target", "test", "throughput", "operations", "latency p50", "latency p99",
-                           "latency p99.9", "runs"], figures)))
-    out.append(("p", "Operations are per second: I/O operations for fio and dd, files for the small-file tests."))
+                           "latency p99.9", "time", "runs"], figures)))
+    out.append(("p", "Operations are per second: I/O operations for fio and dd, files for the small-file tests, "
+                     "transactions for pgbench, builds for the compile test. Time is how long one run of the test took."))
     out.append(("h2", "Hosts and targets"))
     hosts = []
     for host in data["hosts"]:
@@ -634,6 +636,16 @@ def _number(value):
         return float(value) if value not in (None, "") else None
     except (TypeError, ValueError):
         return None
+
+
+def _skipped_everywhere(data):
+    """Why each test did not run, per host: the opt-in tests' skip lines and the seeds' reasons, as sentences."""
+    lines = ["%s." % line.rstrip(".") for line in data.get("skipped") or []]
+    for host, seeds in sorted((data.get("seed_skips") or {}).items()):
+        for seed, why in sorted(seeds.items()):
+            if not why.startswith("not asked for"):
+                lines.append("%s did not run on host %s: %s" % (seed, host, why))
+    return lines or ["No test was asked for."]
 
 
 def host_seeds(manifest):
@@ -798,7 +810,7 @@ def latency_histograms(path, hosts):
 
 
 def build(path, hosts, groups, title):
-    samples, memory, phases, warnings, seeds_of_hosts, pgbench_skips = {}, {}, {}, [], {}, []
+    samples, memory, phases, warnings, seeds_of_hosts, workload_skips = {}, {}, {}, [], {}, []
     records = []
     problems = []
     context = {}
@@ -830,7 +842,13 @@ def build(path, hosts, groups, title):
                             for target in manifest.get("targets") or [] if target.get("started")]
         context[host]["fio_installed"] = manifest.get("fio_installed")
         if manifest.get("pgbench_skip"):
-            pgbench_skips.append("pgbench did not run on host %s: %s" % (host, manifest["pgbench_skip"]))
+            workload_skips.append("pgbench did not run on host %s: %s" % (host, manifest["pgbench_skip"]))
+        if manifest.get("compile_skip"):
+            workload_skips.append("compile did not run on host %s: %s" % (host, manifest["compile_skip"]))
+        for target in manifest.get("targets") or []:
+            if target.get("compile_skip"):
+                workload_skips.append("compile did not run on host %s, target %s: %s"
+                                      % (host, target.get("label"), target["compile_skip"]))
         if manifest.get("profile") == "seeds":
             seeds_of_hosts[host] = host_seeds(manifest)
         targets[host] = [_bench.target_context(target) for target in manifest.get("targets") or []]
@@ -860,7 +878,10 @@ def build(path, hosts, groups, title):
         "warnings": warnings,
         "problems": problems,
         "seeds": _bench.seed_rows(records, seeds_of_hosts) if seeds_of_hosts else [],
-        "skipped": pgbench_skips,
+        "skipped": workload_skips,
+        # Per host, the seeds that did not run and why (a seeds run only).
+        "seed_skips": dict((host, dict((seed, how["skipped"]) for seed, how in sorted(seeds.items()) if how["skipped"]))
+                           for host, seeds in sorted(seeds_of_hosts.items())),
     }
 
 
@@ -917,6 +938,11 @@ def main():
             module.fail_json(msg="compare is %s: it is not the results.json of an earlier benchmark run (%s). Give the "
                                  "run's directory, <results_dir>/<run_id>, or leave compare out." % (earlier, exc))
         data["compare"] = {"run_id": before.get("run_id"), "profile": before.get("profile"), "rows": rows}
+    if not data["records"] and not data["problems"]:
+        # Nothing failed: every test asked for was skipped (its tool, source or user missing on every host).
+        module.fail_json(msg="Nothing was measured under %s: every test asked for was skipped on every host. %s "
+                             "Install what the tests need on the hosts, or ask for other tests (benchmark_tests, "
+                             "benchmark_seeds)." % (path, " ".join(_skipped_everywhere(data))), problems=[])
     if not data["records"]:
         module.fail_json(msg="No figures could be read for any host under %s: %s" % (path, "; ".join(data["problems"])),
                          problems=data["problems"])

@@ -2,14 +2,14 @@
 # Builds the lab's container images offline: debootstrap from Debian's archive, then docker import.
 # An image is rebuilt only when its recipe (suite, package list, this script) changes: the recipe's
 # hash is stored as a label on the image.
-# Usage: scripts/lab/images.sh [bookworm] [trixie] [bookworm-postgresql] [bookworm-metrics]
-#        (default: all four; `make demo` asks for the first three)
+# Usage: scripts/lab/images.sh [bookworm] [trixie] [bookworm-postgresql] [bookworm-metrics] [trixie-build]
+#        (default: all five; `make demo` asks for all but bookworm-metrics)
 #
 # Speed, for the first run on a fresh machine: the two base images (bookworm, trixie) are debootstrapped
 # at the same time, with their downloaded packages kept in .cache/debootstrap so that a rebuild fetches
 # nothing again. The other images are the bookworm image plus a package or two: each is the bookworm
-# image's tree with apt-get run in a chroot (seconds), not a debootstrap of its own, and they are made at
-# the same time. Package caches and apt lists are left out of the images (the containers have no network).
+# image's tree (or the trixie image's) with apt-get run in a chroot (seconds), not a debootstrap of its own,
+# and they are made at the same time. Package caches and apt lists are left out of the images (the containers have no network).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -19,11 +19,16 @@ CACHE=$PWD/.cache/debootstrap
 # Image name -> tag, and what it is made from: a Debian suite (base images) or a base image plus packages.
 # bookworm-postgresql is for molecule/database and the lab's database host: the package's postinst makes
 # the 15/main cluster and enables it (nothing starts in the chroot). bookworm-metrics has Debian's
-# prometheus-node-exporter for molecule/metrics.
-declare -A TAG=([bookworm]=12 [trixie]=13 [bookworm-postgresql]=12-postgresql [bookworm-metrics]=12-metrics)
+# prometheus-node-exporter for molecule/metrics. trixie-build is the lab's builder host and the benchmark
+# scenario's Debian 13 instance: a C compiler, make, and Lua's sources from Debian's source package in
+# /usr/local/src/lua (SOURCE), a real code base for the benchmark's compile test.
+declare -A TAG=([bookworm]=12 [trixie]=13 [bookworm-postgresql]=12-postgresql [bookworm-metrics]=12-metrics
+                [trixie-build]=13-build)
 declare -A SUITE=([bookworm]=bookworm [trixie]=trixie)
-declare -A BASE=([bookworm-postgresql]=bookworm [bookworm-metrics]=bookworm)
-declare -A EXTRA=([bookworm-postgresql]=postgresql [bookworm-metrics]=prometheus-node-exporter)
+declare -A BASE=([bookworm-postgresql]=bookworm [bookworm-metrics]=bookworm [trixie-build]=trixie)
+declare -A EXTRA=([bookworm-postgresql]=postgresql [bookworm-metrics]=prometheus-node-exporter
+                  [trixie-build]="gcc make libc6-dev")
+declare -A SOURCE=([trixie-build]=lua5.4)
 
 # shellcheck source=scripts/lab/mirror.sh
 source "$(dirname "$0")/mirror.sh"
@@ -32,7 +37,7 @@ recipe_of() {
   if [[ -n ${SUITE[$1]:-} ]]; then
     printf '%s\n' "${SUITE[$1]}" "$PACKAGES" | cat - "$0" | sha256sum | cut -c1-16
   else
-    printf '%s\n' "$(recipe_of "${BASE[$1]}")" "${EXTRA[$1]}" | sha256sum | cut -c1-16
+    printf '%s\n' "$(recipe_of "${BASE[$1]}")" "${EXTRA[$1]}" "${SOURCE[$1]:-}" | sha256sum | cut -c1-16
   fi
 }
 
@@ -81,6 +86,20 @@ build_derived() {
   local rc=0
   DEBIAN_FRONTEND=noninteractive chroot "$root" sh -c \
     "apt-get update -qq && apt-get install -y -qq --no-install-recommends ${EXTRA[$name]//,/ }" || rc=$?
+  # A source package's upstream tarball, unpacked into /usr/local/src/<name without its version>: the
+  # sources list of the image gets a deb-src twin of its deb line for apt-get source, then loses it again.
+  local src=${SOURCE[$name]:-}
+  if ((rc == 0)) && [[ -n $src ]]; then
+    DEBIAN_FRONTEND=noninteractive chroot "$root" sh -ec "
+      cp /etc/apt/sources.list /etc/apt/sources.list.orig
+      sed -n 's/^deb /deb-src /p' /etc/apt/sources.list.orig >>/etc/apt/sources.list
+      apt-get update -qq
+      mkdir -p /var/tmp/source /usr/local/src/${src%%[0-9.]*}
+      cd /var/tmp/source && apt-get source --download-only -qq $src
+      tar -C /usr/local/src/${src%%[0-9.]*} --strip-components=1 --no-same-owner -xf ${src}_*.orig.tar.*
+      mv /etc/apt/sources.list.orig /etc/apt/sources.list
+      rm -rf /var/tmp/source" || rc=$?
+  fi
   umount "$root/proc"
   ((rc == 0)) && import_tree "$name" "$root" || rc=$?
   rm -rf "$root"
@@ -117,10 +136,10 @@ run_all() {
 }
 
 wanted=("$@")
-((${#wanted[@]})) || wanted=(bookworm trixie bookworm-postgresql bookworm-metrics)
+((${#wanted[@]})) || wanted=(bookworm trixie bookworm-postgresql bookworm-metrics trixie-build)
 bases=() derived=()
 for name in "${wanted[@]}"; do
-  [[ -n ${TAG[$name]:-} ]] || { echo "images.sh: unknown image '$name' (bookworm, trixie, bookworm-postgresql or bookworm-metrics)" >&2; exit 2; }
+  [[ -n ${TAG[$name]:-} ]] || { echo "images.sh: unknown image '$name' (bookworm, trixie, bookworm-postgresql, bookworm-metrics or trixie-build)" >&2; exit 2; }
   if [[ -n ${SUITE[$name]:-} ]]; then bases+=("$name"); else derived+=("$name"); fi
 done
 # A derived image needs its base up to date first.

@@ -13,7 +13,7 @@ venv_log=$(mktemp /var/tmp/ramdisk-lab-venv.XXXXXX.log)
 bash scripts/bootstrap.sh --venv-only >"$venv_log" 2>&1 &
 venv_pid=$!
 images_rc=0
-bash scripts/lab/images.sh bookworm trixie bookworm-postgresql || images_rc=$?
+bash scripts/lab/images.sh bookworm trixie bookworm-postgresql trixie-build || images_rc=$?
 if ! wait "$venv_pid"; then
   tail -n 20 "$venv_log" >&2
   echo "up.sh: the virtualenv failed; its log's end is above ($venv_log)" >&2

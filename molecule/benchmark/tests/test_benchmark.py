@@ -189,3 +189,31 @@ def test_pgbench_on_a_private_cluster_or_why_not(name, host, results):
     # The private cluster is stopped and gone; the image's own server, if running, kept its data directory.
     # (ps, not pgrep -f, which would find the shell that runs it, its pattern in the command line.)
     assert [line for line in host.run("ps -eo args").stdout.splitlines() if "ramdisk-bench" in line] == []
+
+
+def test_compile_in_each_target_or_why_not(name, host, results):
+    records = [r for r in results["records"] if r["host"] == name and r["tool"] == "compile"]
+    report = open(os.path.join(RESULTS, "report.md"), encoding="utf-8").read()
+    manifest = json.load(open(os.path.join(RESULTS, name, "manifest.json"), encoding="utf-8"))
+    if name.startswith("debian12"):
+        # The database image has no source tree to build (nor a compiler): skipped on that host, and the report says why.
+        assert not records and manifest["compile_skip"]
+        assert ("compile did not run on host %s: benchmark_compile_source /usr/local/src/lua is not a directory" % name
+                in report)
+        return
+    cores = int(host.run("nproc").stdout)
+    assert manifest["compile_skip"] == "" and manifest["compile_command"] == ["make", "-j%d" % cores]
+    for target in manifest["targets"]:
+        assert [int(run["round"]) for run in target["compile"]] == [1, 2, 3]
+    got = dict((r["label"], r) for r in records)
+    assert set(got) == {"ram", "disk"}
+    for record in got.values():
+        # Each figure is the median of 3 builds, with their spread; a build of Lua takes seconds, not milliseconds.
+        assert record["runs"] == 3 and record["runtime_ms_min"] <= record["runtime_ms"] <= record["runtime_ms_max"]
+        assert record["runtime_ms"] > 200
+        assert abs(record["iops"] - 1000.0 / record["runtime_ms"]) < 0.05 * record["iops"]
+    (row,) = [row for row in results["ratios"] if row["host"] == name and row["tool"] == "compile"]
+    assert row["title"] == "build of a code base (compile)" and row["ratio_low"] <= row["ratio"] <= row["ratio_high"]
+    assert "build of a code base (compile)" in report
+    # The copies and their builds went with the test directory.
+    assert host.run("ls -a /srv/ram /var/tmp").stdout.count("ramdisk-bench") == 0

@@ -162,3 +162,30 @@ def test_pgbench_runs_become_records_with_ratios():
     assert all(r["tool"] == "pgbench" and r["runs"] == 2 for r in summary)
     (row,) = _bench.ratio_rows(summary)
     assert row["title"] == "TPC-B-like transactions (pgbench)" and row["words"] == "no clear difference"
+
+
+def test_compile_rounds_become_records_with_ratios():
+    # Build times as the role records them (rounds and seconds as text, as ansible-core 2.17 writes them): the
+    # RAM builds all faster than every disk build, so the ratio is clear; the time keeps its spread.
+    manifest = {"host": "h", "profile": "quick", "targets": [
+        {"label": "ram", "path": "/srv/ram", "kind": "ram", "backend": "tmpfs",
+         "compile": [{"round": "1", "seconds": "4.0"}, {"round": "2", "seconds": "5.0"}, {"round": "3", "seconds": "4.5"}]},
+        {"label": "disk", "path": "/var/tmp", "kind": "disk", "backend": "ext4",
+         "compile": [{"round": 1, "seconds": 9.0}, {"round": 2, "seconds": 10.0}, {"round": 3, "seconds": 6.0}]}]}
+    records, problems = _bench.host_records(manifest, lambda name: "")
+    assert problems == [] and len(records) == 6
+    summary = _bench.summarize(records)
+    ram = [r for r in summary if r["label"] == "ram"][0]
+    assert (ram["runtime_ms"], ram["runtime_ms_min"], ram["runtime_ms_max"]) == (4500, 4000, 5000)
+    assert _bench.human_metric("runtime_ms", ram["runtime_ms"]) == "4.50 s"
+    (row,) = _bench.ratio_rows(summary)
+    assert row["title"] == "build of a code base (compile)" and row["clear"]
+    assert row["ratio"] == pytest.approx(9.0 / 4.5, rel=1e-3) and row["words"] == "\u00d72.0 faster"
+    assert row["sentence"].startswith("tmpfs (/srv/ram) builds the code base \u00d72.0 faster than disk (/var/tmp)")
+
+
+def test_compile_round_without_a_time_is_a_problem():
+    manifest = {"host": "h", "targets": [{"label": "ram", "path": "/srv/ram", "kind": "ram", "backend": "tmpfs",
+                                          "compile": [{"round": 1, "seconds": 0}]}]}
+    records, problems = _bench.host_records(manifest, lambda name: "")
+    assert records == [] and problems == ["h: compile on ram: a build cannot take 0.0 seconds"]

@@ -187,3 +187,41 @@ def test_seeds_report_prints_each_seed_beside_the_published_and_why_one_was_skip
     data = json.loads((run_dir / "results.json").read_text())
     assert [seed["id"] for seed in data["seeds"]] == ["tmp_dd", "bonnie", "fio_dbtest", "pg_test_fsync", "dd_64k"]
     assert all(row["ram"]["runs"] == 2 for seed in data["seeds"] for row in seed["rows"])
+
+
+def test_every_test_skipped_says_why_not_that_figures_were_unreadable(tmp_path):
+    """pgbench and compile asked for on a host with neither PostgreSQL nor a source tree: nothing was measured and
+    nothing failed, so the module says each test was skipped and why, not that no figure could be read."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(RUN, run_dir)
+    for manifest_path in run_dir.glob("*/manifest.json"):
+        manifest = json.loads(manifest_path.read_text())
+        manifest["tests"] = ["pgbench", "compile"]
+        manifest["pgbench_skip"] = "PostgreSQL is not installed on this host, so pgbench could not run here."
+        manifest["compile_skip"] = "benchmark_compile_source /src is not a directory on this host, so there is nothing to build."
+        for target in manifest["targets"]:
+            for test in ("fio", "dd", "metadata", "pgbench", "compile"):
+                target.pop(test, None)
+        manifest_path.write_text(json.dumps(manifest))
+    host = sorted(path.parent.name for path in run_dir.glob("*/manifest.json"))[0]
+    result = run_module(tmp_path, path=str(run_dir), charts=False)
+    assert result["failed"] is True and "No figures could be read" not in result["msg"]
+    assert "Nothing was measured under %s: every test asked for was skipped on every host." % run_dir in result["msg"]
+    assert ("compile did not run on host %s: benchmark_compile_source /src is not a directory on this host" % host
+            in result["msg"])
+    assert "pgbench did not run on host %s: PostgreSQL is not installed" % host in result["msg"]
+    assert not (run_dir / "results.json").exists()
+
+
+def test_a_target_left_out_of_the_compile_test_is_named_with_its_reason(tmp_path, run_dir):
+    manifest_path = sorted(run_dir.glob("*/manifest.json"))[0]
+    manifest = json.loads(manifest_path.read_text())
+    manifest["tests"] = list(manifest.get("tests") or []) + ["compile"]
+    target = [t for t in manifest["targets"] if t["kind"] == "ram"][0]
+    target["compile_skip"] = "the target directory %s lets no other user in, and the build runs as nobody." % target["path"]
+    manifest_path.write_text(json.dumps(manifest))
+    result = run_module(tmp_path, path=str(run_dir), charts=False)
+    assert result.get("failed") is not True, result
+    line = "compile did not run on host %s, target %s: the target directory %s lets no other user in" % (
+        manifest_path.parent.name, target["label"], target["path"])
+    assert line in (run_dir / "report.md").read_text() and line in "\n".join(result["summary"])
