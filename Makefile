@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/scripts/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: demo test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab bench bench-fleet bench-converge bench-stability bench-survey bench-metrics bench-lab clean
+.PHONY: demo test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab bench bench-fleet bench-converge bench-stability bench-survey bench-metrics bench-lab bench-seeds clean
 
 # Everything the tests use (with qemu, promtool and chromium); `make lab` installs only what the lab needs.
 setup:
@@ -44,6 +44,13 @@ demo: lab
 bench-lab: lab
 	ansible-playbook -i inventories/lab playbooks/site.yml
 	ansible-playbook -i inventories/lab playbooks/benchmark.yml
+
+# The seeds' experiments, each the way its write-up ran it, on the lab's database host (the one with every tool:
+# PostgreSQL for pg_test_fsync), its /tmp (tmpfs) against its disk; each write-up's table beside ours.
+bench-seeds: lab
+	ansible-playbook -i inventories/lab playbooks/site.yml
+	ansible-playbook -i inventories/lab playbooks/benchmark.yml --limit lab-db \
+	  -e '{"benchmark_profile": "seeds", "benchmark_targets": [{"path": "/tmp", "label": "tmp"}]}'
 
 lint: setup
 	bash scripts/test/lint.sh

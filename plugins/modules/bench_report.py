@@ -451,9 +451,13 @@ def group_throughput(records, groups):
             for (g, k, t), v in sorted(buckets.items())]
 
 
-def _range(low, high):
+def _range(low, high, ratio=None, clear=True):
+    """The range of the runs, the way the words beside it read: for '×1.2 slower' (a clear ratio below 1) the range
+    of how many times slower, '×1.1-2.0', not the ratios themselves, '×0.5-0.9'."""
     if low is None or high is None:
         return "-"
+    if clear and ratio is not None and ratio < 1 and low > 0 and high > 0:
+        low, high = 1.0 / high, 1.0 / low
     return "\u00d7%s-%s" % (_bench.format_ratio(low), _bench.format_ratio(high))
 
 
@@ -495,7 +499,8 @@ def summary_lines(data):
             continue
         unclear = row["rows"] - row["clear"]
         lines.append("  %-6s %-*s %-20s %s%s" % (
-            row["ram_backend"], width, row["title"], row["words"], _range(row["ratio_low"], row["ratio_high"]),
+            row["ram_backend"], width, row["title"], row["words"],
+            _range(row["ratio_low"], row["ratio_high"], row["ratio_geomean"], row["clear"] > 0),
             "; %d of %d comparisons unclear" % (unclear, row["rows"]) if unclear and row["clear"] else ""))
     if data.get("compare"):
         rows = data["compare"]["rows"]
@@ -525,14 +530,16 @@ def report_sections(data, charts):
         out.append(("h2", "Per group (geometric mean over the group's hosts and RAM targets)"))
         out.append(("table", (["group", "RAM backend", "test", "hosts", "result", "range of the runs", "clear"],
                               [[r["group"], r["ram_backend"], r["title"], r["hosts"], r["words"],
-                                _range(r["ratio_low"], r["ratio_high"]), "%d of %d" % (r["clear"], r["rows"])]
+                                _range(r["ratio_low"], r["ratio_high"], r["ratio_geomean"], r["clear"] > 0),
+                                "%d of %d" % (r["clear"], r["rows"])]
                                for r in data["group_ratios"]])))
     paths = dict(((r["host"], r["label"]), r["path"]) for r in data["records"])
     out.append(("h2", "RAM versus disk, per host"))
     out.append(("table", (["host", "RAM", "disk", "test", "result", "range of the runs", "runs"],
                           [[r["host"], "%s (%s, %s)" % (r["ram_label"], r["ram_backend"], paths[(r["host"], r["ram_label"])]),
                             "%s (%s)" % (r["disk_label"], paths[(r["host"], r["disk_label"])]), r["title"], r["words"],
-                            _range(r["ratio_low"], r["ratio_high"]), r["runs"]] for r in data["ratios"]])))
+                            _range(r["ratio_low"], r["ratio_high"], r["ratio"], r["clear"]), r["runs"]]
+                           for r in data["ratios"]])))
     for name, caption in (("throughput_write.png", "Sequential write throughput per host"),
                           ("throughput_read.png", "Sequential read throughput per host"),
                           ("throughput_groups.png", "Sequential throughput per group"),
@@ -705,7 +712,7 @@ def _seed_ratio(row):
     if row["ratio"] is None:
         return "-"
     return "%s (%s)" % (_bench.ratio_words(row["ratio"], row["higher_is_better"], row["clear"]),
-                        _range(row["ratio_low"], row["ratio_high"]))
+                        _range(row["ratio_low"], row["ratio_high"], row["ratio"], row["clear"]))
 
 
 def _published_ratio(row):
@@ -790,9 +797,11 @@ def seed_summary_lines(data):
                                       " (%s)" % published if published != "-" else "")
             if not row and published == "-":
                 continue
-            lines.append("  %-48s here %s; published %s" % (
-                title, "%s %s" % (row["words"], _range(row["ratio_low"], row["ratio_high"])) if row else "-",
-                published))
+            result = "-"
+            if row:
+                result = "%s %s" % (row["words"], _range(row["ratio_low"], row["ratio_high"], row["ratio_geomean"],
+                                                         row["clear"] > 0))
+            lines.append("  %-48s here %s; published %s" % (title, result, published))
     return lines
 
 

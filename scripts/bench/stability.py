@@ -41,40 +41,54 @@ def benchmark(profile, run_id, extra):
 
 
 def direct_fio(results, run_dir, runs=3):
-    """The role's sequential write and random read jobs on one RAM target of one lab host, run again with
-    fio directly (docker exec, the same options the role gives them), right after the role's run: the
-    role must report what fio itself reports (medians within 10%)."""
+    """The role's fio run on one RAM target of one lab host, run again with fio directly (docker exec), right
+    after the role's run: the same jobs with the same options in the same order, read back from the role's own
+    fio output (its "global options" and each job's "job options"), so the only difference is that the role
+    ran it. The role must report what fio itself reports: medians within 10%, for every job's main figure."""
     for host in results["hosts"]:
         with open(os.path.join(run_dir, host, "manifest.json"), encoding="utf-8") as handle:
             manifest = json.load(handle)
-        rams = [target for target in manifest["targets"] if target["kind"] == "ram" and target["backend"] == "tmpfs"]
+        rams = [target for target in manifest["targets"] if target["kind"] == "ram" and target["backend"] == "tmpfs"
+                and target.get("fio")]
         if rams:
             break
     else:
         return []
     target = rams[0]
-    mib = target["file_size_bytes"] // 1048576
-    cores = int(manifest["cores"])
-    runtime = manifest["profile_spec"]["fio_runtime"]
-    jobs = (("seq_write", "write", "bw_bytes", ["--rw=write", "--bs=1M", "--ioengine=psync", "--numjobs=%d" % min(cores, mib),
-                                                "--size=%d" % (mib // min(cores, mib) * 1048576)]),
-            ("randrw", "read", "iops", ["--rw=randrw", "--rwmixread=50", "--bs=4k", "--ioengine=psync", "--numjobs=1",
-                                        "--size=%d" % (mib * 1048576)]))
-    lines = []
-    for job, op, metric, options in jobs:
-        values = []
+    with open(os.path.join(run_dir, host, target["fio"][0]), encoding="utf-8") as handle:
+        text = handle.read()
+    role_doc = json.loads(text[text.index("{"):])
+    scratch = target["path"].rstrip("/") + "/ramdisk-stability-direct"
+    options = dict(role_doc["global options"], directory=scratch)
+    argv = ["fio", "--output-format=json"] + ["--%s=%s" % item for item in sorted(options.items())]
+    for job in role_doc["jobs"]:
+        argv += ["--%s" % key if value == "" else "--%s=%s" % (key, value) for key, value in job["job options"].items()]
+    figures = {}
+    subprocess.run(["docker", "exec", host, "mkdir", "-p", scratch], check=True)
+    try:
         for _number in range(runs):
-            argv = ["docker", "exec", host, "fio", "--output-format=json", "--name=" + job,
-                    "--directory=" + target["path"], "--runtime=%s" % runtime, "--time_based=1", "--unlink=1",
-                    "--group_reporting=1", "--invalidate=1", "--direct=0"] + options
-            output = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
-            section = json.loads(output[output.index("{"):])["jobs"][0][op]
-            values.append(float(section["bw_bytes"] if metric == "bw_bytes" else section["iops"]))
+            output = subprocess.run(["docker", "exec", host] + argv, capture_output=True, text=True, check=True).stdout
+            for job in json.loads(output[output.index("{"):])["jobs"]:
+                for op, metric in JOB_FIGURES[job["jobname"]]:
+                    figures.setdefault((job["jobname"], op, metric), []).append(float(job[op][metric]))
+    finally:
+        subprocess.run(["docker", "exec", host, "rm", "-rf", scratch], check=False)
+    lines = []
+    for (job, op, metric), values in sorted(figures.items()):
         direct = sorted(values)[len(values) // 2]
         role = [r for r in results["records"] if r["host"] == host and r["label"] == target["label"]
                 and r["tool"] == "fio" and r["test"] == job and r["op"] == op][0][metric]
         lines.append((host, target["path"], job, op, metric, role, direct, abs(role - direct) / direct))
     return lines
+
+
+# Each fio job's main figure: what the report compares.
+JOB_FIGURES = {
+    "seq_write": (("write", "bw_bytes"),),
+    "seq_read": (("read", "bw_bytes"),),
+    "randrw": (("read", "iops"), ("write", "iops")),
+    "fsync": (("write", "iops"),),
+}
 
 
 def ratios(results):
@@ -113,7 +127,7 @@ def main():
     print("the comparisons that moved most between the runs (ratio in run 1, run 2):")
     for factor, key, a, b in sorted(spread, reverse=True)[:8]:
         print("  %5.2fx  %s %s vs %s, %s: %.3g, %.3g" % (factor, key[0], key[1], key[2], key[3], a, b))
-    print("the role against fio run directly, same jobs, right after the second run (median of 3 each):")
+    print("the role against fio run directly, the same job list, right after the second run (median of 3 each):")
     for host, path, job, op, metric, role, direct, gap in direct_fio(second, os.path.join(RESULTS, second["run_id"])):
         print("  %s %s %s %s %s: role %.4g, fio %.4g, %.0f%% apart (target within 10%%: %s)"
               % (host, path, job, op, metric, role, direct, 100 * gap, "met" if gap <= 0.10 else "not met"))

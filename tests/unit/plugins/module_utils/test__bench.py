@@ -8,8 +8,12 @@ import csv
 import io
 import json
 import os
+import subprocess
+import sys
+import time
 
 import pytest
+import yaml
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _bench
 
@@ -450,3 +454,25 @@ def test_compare_runs_counts_a_move_only_beyond_the_spread():
     assert (rows["seq_write"]["changed"], rows["seq_write"]["factor"]) == (False, 1.05)
     assert (rows["fsync"]["changed"], rows["fsync"]["factor"]) == (True, 2.0)
     assert (rows["randrw"]["changed"], rows["randrw"]["factor"]) == (True, 0.4)
+
+
+def test_metadata_probe_repeats_passes_for_its_least_time(tmp_path):
+    """The role's own probe (roles/benchmark/vars/main.yml), run for real in a temporary directory: a tree of
+    2 x 5 files takes well under 0.3 s, so it runs pass after pass until 0.3 s have gone, counts every file of
+    every pass, and leaves the directory as it found it."""
+    repo = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, os.pardir)
+    with open(os.path.join(repo, "roles", "benchmark", "vars", "main.yml"), encoding="utf-8") as handle:
+        probe = yaml.safe_load(handle)["__benchmark_metadata_probe"]
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path), "2", "5", "1024", "0.3"], capture_output=True,
+                         text=True, check=True).stdout
+    doc = json.loads(out)
+    assert time.monotonic() - started >= 0.3
+    assert doc["passes"] > 1 and doc["files"] == 10 * doc["passes"]
+    assert sum(doc["seconds"].values()) > 0 and os.listdir(tmp_path) == []
+    records = {r["op"]: r for r in _bench.metadata_figures(doc)}
+    assert records["create"]["total_ios"] == doc["files"]
+    # Without a least time: one pass, as before.
+    one = json.loads(subprocess.run([sys.executable, "-c", probe, str(tmp_path), "2", "5", "1024"], capture_output=True,
+                                    text=True, check=True).stdout)
+    assert one["passes"] == 1 and one["files"] == 10

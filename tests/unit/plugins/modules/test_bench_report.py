@@ -225,3 +225,13 @@ def test_a_target_left_out_of_the_compile_test_is_named_with_its_reason(tmp_path
     line = "compile did not run on host %s, target %s: the target directory %s lets no other user in" % (
         manifest_path.parent.name, target["label"], target["path"])
     assert line in (run_dir / "report.md").read_text() and line in "\n".join(result["summary"])
+
+
+@pytest.mark.parametrize("low, high, ratio, clear, text", [
+    (3.0, 4.0, 3.5, True, "\u00d73.0-4.0"),          # ×3.5 faster: how many times faster
+    (0.5, 0.9, 0.8, True, "\u00d71.1-2.0"),          # ×1.2 slower: how many times slower, not ×0.5-0.9
+    (0.5, 1.4, 0.9, False, "\u00d70.5-1.4"),         # no clear difference: the ratios as they are
+    (None, 1.0, 0.9, True, "-"),
+])
+def test_the_range_reads_the_way_its_words_do(low, high, ratio, clear, text):
+    assert module_under_test._range(low, high, ratio, clear) == text
