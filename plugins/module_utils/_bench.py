@@ -724,10 +724,14 @@ def sentence(backend, ram_path, disk_path, host, verb, ratio, higher, clear=True
 
 
 def format_ratio(ratio):
+    """Two digits that mean something: '×420', '×42', '×4.2', and near 1 two decimals ('×1.02', '×0.96'), so a clear
+    2% gain never prints as '×1.0 faster'."""
     if ratio >= 100:
         return "%d" % round(ratio)
     if ratio >= 10:
         return "%.0f" % ratio
+    if 0.9 <= ratio < 1.095:
+        return "%.2f" % ratio
     return "%.1f" % ratio
 
 

@@ -207,6 +207,9 @@ def test_zram_algorithm(text, expected):
     (8421.0, False, "writes \u00d78421 lower than disk"),
     (0.5, False, "writes \u00d72.0 higher than disk"),
     (12.4, True, "writes \u00d712 faster than disk"),
+    # A clear ratio near 1 keeps two decimals: never "×1.0 faster".
+    (1.02, True, "writes \u00d71.02 faster than disk"),
+    (0.96, True, "writes \u00d71.04 slower than disk"),
 ])
 def test_sentence(ratio, higher, words):
     text = _bench.sentence("tmpfs", "/srv/ram", "/var/tmp", "h1", "writes", ratio, higher)
