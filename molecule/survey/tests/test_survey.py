@@ -93,7 +93,15 @@ def test_row_matches_the_host(host, name, survey):
         # No limit below the machine's RAM: the figures are /proc/meminfo's, as before.
         assert limit is None or limit >= info["MemTotal"]
         assert row["mem_total"] == info["MemTotal"] and row["mem_limited_by"] is None
-    assert row["swap_total"] == info["SwapTotal"]
+    if name == LIMITED:
+        # docker --memory-swap equal to --memory: no swap for this cgroup (v2 memory.swap.max 0, or v1's
+        # memory.memsw.limit_in_bytes equal to the memory limit), whatever swap the machine has.
+        v2 = host.file("/sys/fs/cgroup%s/memory.swap.max" % cgroup)
+        v1 = host.file("/sys/fs/cgroup/memory%s/memory.memsw.limit_in_bytes" % cgroup)
+        assert (v2.exists and v2.content_string.strip() == "0") or int(v1.content_string) == LIMIT
+        assert row["swap_total"] == row["swap_free"] == 0, row
+    else:
+        assert row["swap_total"] == info["SwapTotal"]
     if not restarted(host):
         # /tmp as du -s counts it (allocated blocks, in bytes), read on the host now; a restart empties /tmp.
         du = int(host.check_output("du -s -B1 -x /tmp").split()[0])
