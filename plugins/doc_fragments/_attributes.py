@@ -24,3 +24,13 @@ attributes:
   facts:
     description: Returns an C(ansible_facts) dictionary that updates the host's facts.
 """
+
+    # Full check mode and no diff: added beside the plain fragment by the modules that support exactly that.
+    CHECK_MODE_FULL = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""

@@ -600,6 +600,71 @@ def median(values):
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
 
 
+def median_interval(values, confidence=0.95):
+    """The interval that holds the true median of what VALUES sample with at least CONFIDENCE, whatever their
+    distribution: the k-th lowest and the k-th highest value, k as large as the binomial law allows (the
+    order-statistic interval of a median). Below 6 values it is the lowest to the highest.
+
+    Written here because the standard library has no binomial law before Python 3.8's statistics module,
+    and that one has no such interval; the module runs on the hosts' Python."""
+    ordered = sorted(values)
+    count = len(ordered)
+    if not count:
+        return None, None
+    # below[j]: the chance that at most j of COUNT values fall below the median.
+    below, term, total = [], 1.0, 0.0
+    for j in range(count // 2 + 1):
+        total += term
+        below.append(total / 2.0 ** count)
+        term = term * (count - j) / (j + 1)
+    k = 1
+    while k + 1 <= count // 2 and 1 - 2 * below[k] >= confidence:
+        k += 1
+    return ordered[k - 1], ordered[count - k]
+
+
+# The tests the thorough profile repeats until their figures settle, in the order target.yml runs them.
+SETTLE_TOOLS = ("fio", "metadata", "dd", "pgbench", "compile")
+
+
+def settle_figures(records, spread, confidence=0.95):
+    """How settled each compared figure of one target is, from its per-round RECORDS (host_records()): the
+    judged metric's median over the rounds and the interval that holds the true median (median_interval());
+    ``width`` is that interval's width over the median, and the figure is settled when it is SPREAD or less.
+    More rounds narrow the interval, while the lowest to the highest only widens: the interval is what more
+    rounds can settle."""
+    groups, order = {}, []
+    for record in records:
+        metric, _higher = _judged_metric(record["tool"], record["test"], record["op"])
+        if metric is None or record.get(metric) is None:
+            continue
+        key = (record["tool"], record["test"], record["op"])
+        if key not in groups:
+            groups[key] = (metric, [])
+            order.append(key)
+        groups[key][1].append(record[metric])
+    out = []
+    for key in order:
+        metric, values = groups[key]
+        middle = median(values)
+        low, high = median_interval(values, confidence)
+        if middle:
+            width = (high - low) / float(abs(middle))
+        else:
+            width = 0.0 if high == low else float("inf")
+        out.append({"tool": key[0], "test": key[1], "op": key[2], "metric": metric, "runs": len(values),
+                    "median": middle, "low": low, "high": high,
+                    "width": round(width, 4) if width != float("inf") else None,
+                    "settled": width <= spread})
+    return out
+
+
+def unsettled_tools(figures):
+    """The tools (SETTLE_TOOLS order) with at least one figure settle_figures() found not settled."""
+    found = set(figure["tool"] for figure in figures if not figure["settled"])
+    return [tool for tool in SETTLE_TOOLS if tool in found]
+
+
 def summarize(run_records):
     """One record per host, target and figure from the records of its runs: each figure the median of
     the runs, ``runs`` how many there were, and ``<metric>_min``/``_max`` the lowest and highest run of

@@ -63,11 +63,8 @@ options:
     default: RAM storage versus disk
 extends_documentation_fragment:
   - ramdisk.provision._attributes
+  - ramdisk.provision._attributes.check_mode_full
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   platform:
     support: full
     platforms: posix
@@ -481,6 +478,15 @@ def _as_figure(row, side):
             row["metric"] + "_max": row[side + "_max"], "runs": 2}
 
 
+def _runs_words(data, short=False):
+    """How many runs the figures are medians of: one count, or the fewest to the most when further batches ran."""
+    most = data.get("runs_per_figure") or 1
+    fewest = data.get("runs_fewest") or most
+    if fewest == most:
+        return "%d runs" % most
+    return "%d to %d runs%s" % (fewest, most, "" if short else " (more where the first ones scattered)")
+
+
 def summary_lines(data):
     """The few lines the terminal shows: per RAM backend and test, the first group's (all hosts) result
     and the range of the runs."""
@@ -491,8 +497,8 @@ def summary_lines(data):
         return ["No RAM-versus-disk comparison: no host had both a RAM target and a disk target."]
     first = rows[0]["group"]
     lines = list(data.get("warnings") or []) + list(data.get("skipped") or [])
-    lines.append("RAM against disk on the hosts of %s (%s profile, median of %s runs, range of the runs):"
-                 % (first, data["profile"], data.get("runs_per_figure") or 1))
+    lines.append("RAM against disk on the hosts of %s (%s profile, median of %s, range of the runs):"
+                 % (first, data["profile"], _runs_words(data, short=True)))
     width = max(len(row["title"]) for row in rows)
     for row in rows:
         if row["group"] != first:
@@ -502,6 +508,9 @@ def summary_lines(data):
             row["ram_backend"], width, row["title"], row["words"],
             _range(row["ratio_low"], row["ratio_high"], row["ratio_geomean"], row["clear"] > 0),
             "; %d of %d comparisons unclear" % (unclear, row["rows"]) if unclear and row["clear"] else ""))
+    if data.get("unsettled"):
+        lines.append("%d figures had not settled after their last round (listed in the report): their runs scatter."
+                     % len(data["unsettled"]))
     if data.get("compare"):
         rows = data["compare"]["rows"]
         moved = [row for row in rows if row["changed"]]
@@ -514,12 +523,13 @@ def summary_lines(data):
 def report_sections(data, charts):
     """The report as a list of (kind, payload): ('h', text), ('p', text), ('table', (headers, rows)),
     ('img', file), rendered to Markdown and HTML alike."""
+    runs = _runs_words(data)
     out = [("h1", data["title"]),
-           ("p", "Run %s, profile %s, generated %s. Every figure is the median of %s runs, with the lowest and "
+           ("p", "Run %s, profile %s, generated %s. Every figure is the median of %s, with the lowest and "
                  "highest run beside it. A comparison whose RAM runs and disk runs overlap says \"no clear "
                  "difference\": its runs cannot tell RAM from disk. Raw files per host are in the host's directory; "
                  "every figure is in results.json and results.csv, every run in runs.csv."
-                 % (data["run_id"], data["profile"], data["generated"], data.get("runs_per_figure") or 1))]
+                 % (data["run_id"], data["profile"], data["generated"], runs))]
     if data.get("seeds"):
         out += seed_sections(data)
     if data.get("skipped"):
@@ -608,6 +618,17 @@ def report_sections(data, charts):
                            "latency p99.9", "time", "runs"], figures)))
     out.append(("p", "Operations are per second: I/O operations for fio and dd, files for the small-file tests, "
                      "transactions for pgbench, builds for the compile test. Time is how long one run of the test took."))
+    if data.get("unsettled"):
+        out.append(("h2", "Figures that did not settle"))
+        out.append(("p", "After every batch of rounds these medians were still uncertain by more than the settle spread: "
+                         "the interval that holds the true median with 95% confidence was wider than that share of it. "
+                         "Their rounds scatter; read their ratios with care, or run them on a quieter host."))
+        out.append(("table", (["host", "target", "test", "runs", "median", "95% interval of the median", "width"],
+                              [[u["host"], u["label"], _bench.test_title(u["tool"], u["test"], u["op"]), u["runs"],
+                                _bench.human_metric(u["metric"], u["median"]),
+                                "%s – %s" % (_bench.human_metric(u["metric"], u["low"]), _bench.human_metric(u["metric"], u["high"])),
+                                "%.0f%%" % (100 * u["width"]) if u.get("width") is not None else "-"]
+                               for u in data["unsettled"]])))
     out.append(("h2", "Hosts and targets"))
     hosts = []
     for host in data["hosts"]:
@@ -819,7 +840,7 @@ def latency_histograms(path, hosts):
 
 
 def build(path, hosts, groups, title):
-    samples, memory, phases, warnings, seeds_of_hosts, workload_skips = {}, {}, {}, [], {}, []
+    samples, memory, phases, warnings, seeds_of_hosts, workload_skips, unsettled = {}, {}, {}, [], {}, [], []
     records = []
     problems = []
     context = {}
@@ -855,6 +876,8 @@ def build(path, hosts, groups, title):
         if manifest.get("compile_skip"):
             workload_skips.append("compile did not run on host %s: %s" % (host, manifest["compile_skip"]))
         for target in manifest.get("targets") or []:
+            for figure in target.get("unsettled") or []:
+                unsettled.append(dict(figure, host=host, label=target.get("label")))
             if target.get("compile_skip"):
                 workload_skips.append("compile did not run on host %s, target %s: %s"
                                       % (host, target.get("label"), target["compile_skip"]))
@@ -868,6 +891,7 @@ def build(path, hosts, groups, title):
     return {
         "schema": 2,
         "runs_per_figure": max([record["runs"] for record in records] or [1]),
+        "runs_fewest": min([record["runs"] for record in records] or [1]),
         "title": title,
         "run_id": run_id,
         "profile": profile,
@@ -888,6 +912,8 @@ def build(path, hosts, groups, title):
         "problems": problems,
         "seeds": _bench.seed_rows(records, seeds_of_hosts) if seeds_of_hosts else [],
         "skipped": workload_skips,
+        # Figures whose median was still uncertain by more than benchmark_settle_spread after the last batch.
+        "unsettled": unsettled,
         # Per host, the seeds that did not run and why (a seeds run only).
         "seed_skips": dict((host, dict((seed, how["skipped"]) for seed, how in sorted(seeds.items()) if how["skipped"]))
                            for host, seeds in sorted(seeds_of_hosts.items())),

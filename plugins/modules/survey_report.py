@@ -59,11 +59,8 @@ options:
     default: true
 extends_documentation_fragment:
   - ramdisk.provision._attributes
+  - ramdisk.provision._attributes.check_mode_full
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   platform:
     support: full
     platforms: posix

@@ -30,3 +30,17 @@ _link_collection()
 if COLLECTIONS_DIR not in sys.path:
     sys.path.insert(0, COLLECTIONS_DIR)
 os.environ["ANSIBLE_COLLECTIONS_PATH"] = COLLECTIONS_DIR + os.pathsep + os.environ.get("ANSIBLE_COLLECTIONS_PATH", "")
+
+
+def run_module_process(module_name, tmp_path, args, timeout=300):
+    """Run the module MODULE_NAME for real, as Ansible does (a Python process reading its arguments from a file),
+    and return its JSON result. Matplotlib draws without a display."""
+    import json
+    import subprocess
+
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), MPLBACKEND="Agg")
+    proc = subprocess.run([sys.executable, "-m", module_name, str(args_file)], capture_output=True, text=True,
+                          env=env, timeout=timeout, check=False)
+    return json.loads(proc.stdout)

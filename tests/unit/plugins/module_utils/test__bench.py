@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -479,3 +480,63 @@ def test_metadata_probe_repeats_passes_for_its_least_time(tmp_path):
     one = json.loads(subprocess.run([sys.executable, "-c", probe, str(tmp_path), "2", "5", "1024"], capture_output=True,
                                     text=True, check=True).stdout)
     assert one["passes"] == 1 and one["files"] == 10
+
+
+# --- settling: the interval of a median, and which tests need more rounds -------------------------------------
+
+def _coverage(count, k):
+    """The chance that the k-th lowest to the k-th highest of COUNT values holds the true median (exact)."""
+    below = sum(math.comb(count, j) for j in range(k)) / 2.0 ** count
+    return 1 - 2 * below
+
+
+@pytest.mark.parametrize("count, low, high", [(1, 1, 1), (3, 1, 3), (5, 1, 5), (7, 1, 7), (10, 2, 9), (14, 3, 12),
+                                              (17, 5, 13), (21, 6, 16)])
+def test_median_interval_takes_the_order_statistics_the_binomial_law_allows(count, low, high):
+    assert _bench.median_interval(list(range(count, 0, -1))) == (low, high)
+
+
+def test_median_interval_is_the_narrowest_that_holds_95_percent():
+    for count in range(6, 61):
+        values = list(range(1, count + 1))
+        low, _high = _bench.median_interval(values)
+        k = low
+        assert _coverage(count, k) >= 0.95
+        # One step narrower would hold the median less often than 95% (or cross it).
+        assert k + 1 > count // 2 or _coverage(count, k + 1) < 0.95
+    assert _bench.median_interval([]) == (None, None)
+
+
+def test_more_rounds_of_the_same_scatter_narrow_the_interval():
+    # The same seven values again and again: min-max stays, while the median's interval closes in.
+    once = [90, 95, 98, 100, 102, 105, 130]
+    low7, high7 = _bench.median_interval(once)
+    low21, high21 = _bench.median_interval(once * 3)
+    assert (low7, high7) == (90, 130) and (low21, high21) == (95, 105)
+
+
+def test_settle_figures_of_a_real_run_with_three_rounds():
+    manifest, read_raw = _fixture_run("run-rounds")
+    records, problems = _bench.host_records(manifest, read_raw)
+    assert problems == []
+    web = [r for r in records if r["label"] == "web"]
+    figures = _bench.settle_figures(web, 0.1)
+    assert len(figures) == 13 and all(f["runs"] == 3 for f in figures)
+    for figure in figures:
+        values = [r[figure["metric"]] for r in web
+                  if (r["tool"], r["test"], r["op"]) == (figure["tool"], figure["test"], figure["op"])]
+        # Three rounds: the interval is the lowest to the highest, the width that range over the median.
+        assert (figure["low"], figure["high"], figure["median"]) == (min(values), max(values), sorted(values)[1])
+        assert figure["width"] == round((max(values) - min(values)) / sorted(values)[1], 4)
+        assert figure["settled"] is (figure["width"] <= 0.1)
+    # Nothing is settled when no spread is allowed, everything when any is.
+    assert _bench.unsettled_tools(_bench.settle_figures(web, 1e-9)) == ["fio", "metadata", "dd"]
+    assert _bench.unsettled_tools(_bench.settle_figures(web, 1000)) == []
+
+
+def test_settle_figures_of_a_median_of_zero():
+    records = [dict(tool="fio", test="randrw", op="read", iops=value) for value in (0, 0, 0)]
+    assert _bench.settle_figures(records, 0.1)[0]["settled"] is True
+    records[0]["iops"] = 5
+    figure = _bench.settle_figures(records, 0.1)[0]
+    assert figure["width"] is None and figure["settled"] is False

@@ -7,10 +7,10 @@ import csv
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
+
+from conftest import run_module_process
 
 import ansible_collections.ramdisk.provision.plugins.modules.bench_report as module_under_test
 from ansible_collections.ramdisk.provision.plugins.module_utils._bench import COLUMNS
@@ -21,12 +21,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def run_module(tmp_path, **args):
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), MPLBACKEND="Agg")
-    proc = subprocess.run([sys.executable, "-m", MODULE_NAME, str(args_file)], capture_output=True, text=True,
-                          env=env, timeout=300, check=False)
-    return json.loads(proc.stdout)
+    return run_module_process(MODULE_NAME, tmp_path, args)
 
 
 @pytest.fixture()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
+
+from conftest import run_module_process
 
 import ansible_collections.ramdisk.provision.plugins.modules.survey_report as module_under_test
 from ansible_collections.ramdisk.provision.plugins.module_utils._survey import GIB, MIB, SURVEY_COLUMNS
@@ -16,12 +16,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def run_module(tmp_path, **args):
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), MPLBACKEND="Agg")
-    proc = subprocess.run([sys.executable, "-m", module_under_test.__name__, str(args_file)], capture_output=True,
-                          text=True, env=env, timeout=300, check=False)
-    return json.loads(proc.stdout)
+    return run_module_process(module_under_test.__name__, tmp_path, args)
 
 
 def plan(tmp, total, available, swap_total=0, swap_free=0, complete=True, errors=(), actions=()):
