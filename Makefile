@@ -70,16 +70,16 @@ hostile: setup
 sanity: setup
 	bash scripts/test/sanity.sh --all
 
+# Every scenario of molecule/ (or SCENARIOS="a b"), one after the other, with the time each took.
 molecule: setup vm-image
 	bash scripts/lab/dockerd.sh
 	bash scripts/lab/images.sh
-	set -e; for s in $(SCENARIOS); do echo "== molecule test -s $$s"; \
-	  molecule test -s $$s || { bash scripts/lab/vm.sh down; exit 1; }; done
+	bash scripts/test/molecule.sh $(SCENARIOS)
 
 # The VM scenario (brd, zram, tmpfs through a real reboot under qemu TCG; about 19 minutes): part of
-# `make test` through SCENARIOS; this runs it alone.
+# `make test` (the end of its first lane); this runs it alone.
 test-vm: setup vm-image
-	molecule test -s vm || { bash scripts/lab/vm.sh down; exit 1; }
+	bash scripts/test/molecule.sh vm
 
 build: setup
 	bash scripts/test/build.sh
@@ -97,9 +97,10 @@ tarball-lab: build
 ee: setup
 	bash scripts/test/ee.sh
 
-test: lint unit hostile sanity build tarball-lab ee molecule
-	@echo "make test: lint, unit, hostile, sanity, build, tarball-lab, ee and molecule scenarios ($(SCENARIOS)) all passed"
-	@echo "suites: $$((7 + $(words $(SCENARIOS)))) passed, 0 failed"
+# Every suite above, in two lanes at once (scripts/test/all.sh): lint to ee and then the VM scenario, beside
+# the container scenarios. One line per suite; each suite's whole output is in build/test/<suite>.log.
+test: setup
+	bash scripts/test/all.sh
 
 bench: setup
 	$(BIN)/python scripts/bench/facts_scan.py
