@@ -623,6 +623,37 @@ def median_interval(values, confidence=0.95):
     return ordered[k - 1], ordered[count - k]
 
 
+def visit_order(targets, runs, interleave=True):
+    """The order the role measures TARGETS in, as visits: each visit runs the listed rounds of every test on one
+    target. Interleaved, the targets take turns one round at a time (round 1 on every target, then round 2, ...),
+    so that a drift of the host during the run (a disk's write-back regime, a busy neighbour) falls on every
+    target alike instead of on whichever target was being measured then. Otherwise each target runs all its
+    rounds in one visit. ``first`` and ``last`` mark a target's first and last visit: the first starts its
+    record, the last may run further rounds where figures have not settled, and keeps the record."""
+    runs = int(runs)
+    if runs < 1:
+        raise ValueError("runs must be at least 1, not %r" % (runs,))
+    targets = list(targets)
+    if not interleave or runs == 1 or len(targets) < 2:
+        rounds = list(range(1, runs + 1))
+        return [{"target": target, "rounds": rounds, "first": True, "last": True} for target in targets]
+    return [{"target": target, "rounds": [number], "first": number == 1, "last": number == runs}
+            for number in range(1, runs + 1) for target in targets]
+
+
+def target_phases(targets):
+    """The stretches of the run spent on each target, from the manifest's TARGETS, in time order: (label, began,
+    ended) for every visit (interleaved runs visit each target once per round), or the target's start and end
+    when the manifest has no visits (runs made before visits were recorded)."""
+    phases = []
+    for target in targets or []:
+        spans = target.get("visits") or [[target.get("started"), target.get("ended")]]
+        for span in spans:
+            if span and len(span) == 2 and span[0]:
+                phases.append((target.get("label"), span[0], span[1]))
+    return sorted(phases, key=lambda phase: float(phase[1]))
+
+
 # The tests the thorough profile repeats until their figures settle, in the order target.yml runs them.
 SETTLE_TOOLS = ("fio", "metadata", "dd", "pgbench", "compile")
 

@@ -351,18 +351,22 @@ def draw_memory_chart(path, samples, phases):
         panel.plot(times, [100 * (row.get("SwapTotal", 0) - row.get("SwapFree", 0)) / total for row in rows],
                    color="#d62728", label="swap used")
         panel.axhline(100 * _bench.MEMORY_FLOOR_SHARE, color="#999999", linewidth=0.7, linestyle=":")
+        span = max(times[-1], 1.0)
         for number, (label, began, ended) in enumerate(phases.get(host) or []):
             if began and ended:
                 panel.axvspan(began - start, ended - start, color="#cccccc" if number % 2 else "#e8e8e8", zorder=0)
-                # Alternate heights, so the names of short neighbouring targets do not run together.
-                panel.annotate(label, ((began + ended) / 2.0 - start, 100 if number % 2 else 90), ha="center",
-                               va="top", fontsize="x-small", color="#555555")
+                # Alternate heights, so the names of short neighbouring targets do not run together; a stretch too
+                # short to hold its name (targets taking turns round by round) goes unnamed.
+                if (ended - began) >= 0.04 * span:
+                    panel.annotate(label, ((began + ended) / 2.0 - start, 100 if number % 2 else 90), ha="center",
+                                   va="top", fontsize="x-small", color="#555555")
         panel.set_ylim(0, 105)
         panel.set_ylabel("% of MemTotal", fontsize="small")
         panel.set_title("%s (MemTotal %s)" % (host, _bench.human_bytes(total)), fontsize="small")
         panel.grid(alpha=0.3)
     panels[0][0].legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    panels[-1][0].set_xlabel("seconds since the tests began (shaded: one target's tests; dotted: 10% of MemTotal)")
+    panels[-1][0].set_xlabel("seconds since the tests began (shaded: one target's tests, a stretch per visit; dotted: 10%"
+                             " of MemTotal)")
     figure.tight_layout()
     figure.savefig(os.path.join(path, "memory.png"), format="png", metadata={"Software": None})
     plt.close(figure)
@@ -868,8 +872,8 @@ def build(path, hosts, groups, title):
                 problems.append("%s: %s: %s" % (host, manifest["memory"], exc))
             memory[host] = _bench.memory_summary(samples.get(host))
             warnings += _bench.memory_warnings(host, memory[host])
-            phases[host] = [(target["label"], _number(target.get("started")), _number(target.get("ended")))
-                            for target in manifest.get("targets") or [] if target.get("started")]
+            phases[host] = [(label, _number(began), _number(ended))
+                            for label, began, ended in _bench.target_phases(manifest.get("targets"))]
         context[host]["fio_installed"] = manifest.get("fio_installed")
         if manifest.get("pgbench_skip"):
             workload_skips.append("pgbench did not run on host %s: %s" % (host, manifest["pgbench_skip"]))

@@ -212,13 +212,29 @@ for file in survey.csv survey.json report.md report.html; do
 done
 grep -q "^pkg[0-9]*-lab-db," "$work/survey-results/tarball/survey.csv" || { say "FAILED: survey.csv has no row for lab-db"; exit 1; }
 
-# One run of each test: this proves the packaged role and report work on this core; the repeated runs
-# and their spread are checked by the molecule benchmark scenario.
-play benchmark ramdisk.provision.benchmark -e benchmark_run_id=tarball -e benchmark_charts=$charts -e benchmark_runs=1
+# Two rounds of each test, the targets taking turns: this proves the packaged role and report work on this
+# core; the figures and their spread are checked by the molecule benchmark scenario, so the hosts measure
+# all at once here (the lab's own setting is one at a time, for figures that mean something).
+play benchmark ramdisk.provision.benchmark -e benchmark_run_id=tarball -e benchmark_charts=$charts -e benchmark_runs=2 \
+  -e benchmark_one_host_at_a_time=false
 results=$work/benchmark-results/tarball
 for file in report.md results.csv runs.csv; do
   [[ -s $results/$file ]] || { find "$work" | head -40; say "FAILED: the benchmark left no $results/$file"; exit 1; }
 done
+# Every target of every host ran 2 rounds, in 2 visits that took turns with the other targets.
+turns=$("$venv/bin/python" - "$results" << 'EOF'
+import glob, json, sys
+bad = []
+for path in sorted(glob.glob(sys.argv[1] + "/*/manifest.json")):
+    targets = json.load(open(path))["targets"]
+    spans = sorted((float(v[0]), t["label"]) for t in targets for v in t.get("visits") or [])
+    labels = [t["label"] for t in targets]
+    if [label for _, label in spans] != labels * 2:
+        bad.append("%s: %s" % (path.split("/")[-2], [label for _, label in spans]))
+print("; ".join(bad) if bad else "ok")
+EOF
+)
+[[ $turns == ok ]] || { say "FAILED: the targets did not take turns round by round: $turns"; exit 1; }
 say "benchmark results in the working directory (charts: $charts): $(find "$results" -maxdepth 1 -type f -printf '%f ')"
 
 play rollback ramdisk.provision.rollback

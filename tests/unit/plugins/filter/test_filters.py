@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.ramdisk.provision.plugins.filter.bench import FilterModule as BenchFilters
 from ansible_collections.ramdisk.provision.plugins.filter.plan import FilterModule as PlanFilters
 from ansible_collections.ramdisk.provision.plugins.filter.size import FilterModule as SizeFilters
 
@@ -15,6 +16,17 @@ def test_filter_names():
     assert set(PlanFilters().filters()) == {"tmpfs_plan", "ramfs_plan", "zram_plan", "brd_plan", "mount_plan_summary",
                                             "mount_items", "persist_review"}
     assert set(SizeFilters().filters()) == {"to_bytes", "human_size"}
+    assert set(BenchFilters().filters()) == {"bench_visits"}
+
+
+def test_bench_visits_reads_runs_and_turns_as_older_cores_give_them():
+    visits = BenchFilters().filters()["bench_visits"]([{"label": "ram"}, {"label": "disk"}], "2", True)
+    assert [(v["target"]["label"], v["rounds"]) for v in visits] == [("ram", [1]), ("disk", [1]), ("ram", [2]),
+                                                                     ("disk", [2])]
+    once = BenchFilters().filters()["bench_visits"]([{"label": "ram"}, {"label": "disk"}], "2", "False")
+    assert [(v["target"]["label"], v["rounds"]) for v in once] == [("ram", [1, 2]), ("disk", [1, 2])]
+    with pytest.raises(AnsibleFilterError, match="runs must be at least 1"):
+        BenchFilters().filters()["bench_visits"]([{"label": "ram"}], 0)
 
 
 @pytest.mark.parametrize(

@@ -540,3 +540,40 @@ def test_settle_figures_of_a_median_of_zero():
     records[0]["iops"] = 5
     figure = _bench.settle_figures(records, 0.1)[0]
     assert figure["width"] is None and figure["settled"] is False
+
+
+# --- the order targets are measured in -----------------------------------------------------------------------------
+
+def test_interleaved_targets_take_turns_round_by_round():
+    visits = _bench.visit_order(["ram", "disk"], 3)
+    assert [(v["target"], v["rounds"]) for v in visits] == [
+        ("ram", [1]), ("disk", [1]), ("ram", [2]), ("disk", [2]), ("ram", [3]), ("disk", [3])]
+    assert [(v["first"], v["last"]) for v in visits if v["target"] == "disk"] == [(True, False), (False, False),
+                                                                                  (False, True)]
+    # Every round of every target, once.
+    assert sorted((v["target"], r) for v in visits for r in v["rounds"]) == sorted(
+        (t, r) for t in ("ram", "disk") for r in (1, 2, 3))
+
+
+@pytest.mark.parametrize("targets, runs, interleave", [(["ram", "disk"], 3, False), (["ram", "disk"], 1, True),
+                                                       (["disk"], 5, True)])
+def test_one_visit_per_target_when_turns_would_change_nothing_or_are_off(targets, runs, interleave):
+    visits = _bench.visit_order(targets, runs, interleave=interleave)
+    assert [v["target"] for v in visits] == targets
+    assert all(v["rounds"] == list(range(1, runs + 1)) and v["first"] and v["last"] for v in visits)
+
+
+@pytest.mark.parametrize("runs", [0, -1])
+def test_visits_need_a_round(runs):
+    with pytest.raises(ValueError):
+        _bench.visit_order(["ram"], runs)
+
+
+def test_phases_follow_every_visit_in_time_order():
+    targets = [{"label": "ram", "started": 10.0, "ended": 50.0, "visits": [[10.0, 20.0], [40.0, 50.0]]},
+               {"label": "disk", "started": "20.5", "ended": "39.0", "visits": [[20.5, 30.0], [30.0, 39.0]]}]
+    assert _bench.target_phases(targets) == [("ram", 10.0, 20.0), ("disk", 20.5, 30.0), ("disk", 30.0, 39.0),
+                                             ("ram", 40.0, 50.0)]
+    # A manifest from before visits were recorded: the target's start and end.
+    old = [{"label": "disk", "started": "5", "ended": "9"}, {"label": "ram", "started": 1, "ended": 4}, {"label": "x"}]
+    assert _bench.target_phases(old) == [("ram", 1, 4), ("disk", "5", "9")]
