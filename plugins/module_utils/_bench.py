@@ -6,6 +6,7 @@ fixtures; nothing here touches a host."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -629,16 +630,27 @@ def visit_order(targets, runs, interleave=True):
     so that a drift of the host during the run (a disk's write-back regime, a busy neighbour) falls on every
     target alike instead of on whichever target was being measured then. Otherwise each target runs all its
     rounds in one visit. ``first`` and ``last`` mark a target's first and last visit: the first starts its
-    record, the last may run further rounds where figures have not settled, and keeps the record."""
+    record, the last may run further rounds where figures have not settled, and keeps the record.
+
+    ``order`` is the visit's place in the whole order, and a digest of that order. The role loops include_tasks
+    over the visits, and Ansible runs an include once for every host whose loop item is equal, at the place of the
+    first host that had it: two hosts with different targets but one equal visit would have their visits run out
+    of order (seen in the lab: a host ran round 2 of two targets before round 1 of the others). With the digest,
+    only hosts with the very same order share includes (a fleet of alike hosts still does, in order)."""
     runs = int(runs)
     if runs < 1:
         raise ValueError("runs must be at least 1, not %r" % (runs,))
     targets = list(targets)
     if not interleave or runs == 1 or len(targets) < 2:
         rounds = list(range(1, runs + 1))
-        return [{"target": target, "rounds": rounds, "first": True, "last": True} for target in targets]
-    return [{"target": target, "rounds": [number], "first": number == 1, "last": number == runs}
-            for number in range(1, runs + 1) for target in targets]
+        visits = [{"target": target, "rounds": rounds, "first": True, "last": True} for target in targets]
+    else:
+        visits = [{"target": target, "rounds": [number], "first": number == 1, "last": number == runs}
+                  for number in range(1, runs + 1) for target in targets]
+    digest = hashlib.sha256(json.dumps(visits, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:16]
+    for place, visit in enumerate(visits):
+        visit["order"] = "%s-%d" % (digest, place)
+    return visits
 
 
 def target_phases(targets):

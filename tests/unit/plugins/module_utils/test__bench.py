@@ -563,6 +563,18 @@ def test_one_visit_per_target_when_turns_would_change_nothing_or_are_off(targets
     assert all(v["rounds"] == list(range(1, runs + 1)) and v["first"] and v["last"] for v in visits)
 
 
+def test_visits_of_alike_orders_are_equal_and_of_other_orders_never():
+    """Ansible shares a looped include between hosts whose items are equal (see visit_order): only hosts with the
+    same whole order may share one, at the same place."""
+    ram, disk, build = {"label": "ram", "size": 1}, {"label": "disk"}, {"label": "build"}
+    one = _bench.visit_order([ram, disk], 2)
+    assert one == _bench.visit_order([dict(ram), dict(disk)], 2)
+    assert len({v["order"] for v in one}) == len(one)
+    for other in (_bench.visit_order([ram, build, disk], 2), _bench.visit_order([dict(ram, size=2), disk], 2),
+                  _bench.visit_order([ram, disk], 3), _bench.visit_order([ram, disk], 2, interleave=False)):
+        assert not {v["order"] for v in one} & {v["order"] for v in other}
+
+
 @pytest.mark.parametrize("runs", [0, -1])
 def test_visits_need_a_round(runs):
     with pytest.raises(ValueError):
