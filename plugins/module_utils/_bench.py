@@ -120,14 +120,13 @@ def parse_fio_json(text):
     return json.loads(text[start:])
 
 
-def fio_argv(jobs, directory, output, global_options=(), fio="fio"):
-    """argv for a fio run the way the role builds it: JSON+ to ``output``, the global options, then
-    each job (name, [(option, value), ...]) behind a stonewall, so jobs run one after another."""
+def fio_argv(name, options, directory, output, global_options=(), fio="fio"):
+    """argv for one fio job the way the role builds it (tasks/fio.yml): JSON+ to ``output``, the global
+    options, then the job's name and options ([(option, value), ...]). Each job is a fio run of its own."""
     argv = [fio, "--output-format=json+", "--output=%s" % output, "--directory=%s" % directory]
     argv.extend("--%s=%s" % (key, value) for key, value in global_options)
-    for name, options in jobs:
-        argv.extend(["--name=%s" % name, "--stonewall"])
-        argv.extend("--%s=%s" % (key, value) for key, value in options)
+    argv.append("--name=%s" % name)
+    argv.extend("--%s=%s" % (key, value) for key, value in options)
     return argv
 
 
@@ -160,6 +159,16 @@ def _op_count(op, section):
         # fio 3.x leaves sync.total_ios at 0; the latency sample count is the number of syncs.
         return int(section.get("total_ios") or 0) or int(_latency(section).get("N") or 0)
     return int(section.get("total_ios") or 0)
+
+
+def fio_round_doc(names, read_raw):
+    """One round of fio on a target as one document: ``names`` is the round's raw file (every job in one fio
+    run, as the role wrote them in 1.0.0) or a list of them (a fio run per job); their jobs are joined in
+    order and the first file's other fields kept. Raises what read_raw or parse_fio_json raise."""
+    docs = [parse_fio_json(read_raw(name)) for name in _as_list(names)] or [{}]
+    doc = dict(docs[0])
+    doc["jobs"] = [job for one in docs for job in one.get("jobs") or []]
+    return doc
 
 
 def fio_job_names(doc):
@@ -250,9 +259,9 @@ def host_latency_bins(manifest, read_raw):
     a raw file that cannot be read is left out (host_records reports it)."""
     found = {}
     for target in manifest.get("targets") or []:
-        for name in _as_list(target.get("fio")):
+        for names in _as_list(target.get("fio")):
             try:
-                doc = parse_fio_json(read_raw(name))
+                doc = fio_round_doc(names, read_raw)
             except (IOError, OSError, ValueError):
                 continue
             for job, op in LATENCY_JOBS:
@@ -543,13 +552,15 @@ def host_records(manifest, read_raw):
 
     for target in manifest.get("targets") or []:
         target_ctx = target_context(target)
-        for round_number, name in enumerate(_as_list(target.get("fio")), 1):
+        # fio's test file may be bigger than the other tests' (the quick profile's fio_size_bytes).
+        fio_ctx = dict(target_ctx, file_size_bytes=target.get("fio_file_size_bytes") or target_ctx["file_size_bytes"])
+        for round_number, names in enumerate(_as_list(target.get("fio")), 1):
             try:
-                doc = parse_fio_json(read_raw(name))
+                doc = fio_round_doc(names, read_raw)
                 for job in target.get("fio_jobs") or fio_job_names(doc):
-                    add(target_ctx, "fio", job, fio_figures(doc, job), round_number)
+                    add(fio_ctx, "fio", job, fio_figures(doc, job), round_number)
             except (IOError, OSError, ValueError, KeyError) as exc:
-                problems.append("%s: %s: %s" % (manifest["host"], name, exc))
+                problems.append("%s: %s: %s" % (manifest["host"], ", ".join(_as_list(names)), exc))
         sections = {}
         for test, entries in sorted((target.get("dd") or {}).items()):
             for round_number, entry in enumerate(_as_list(entries), 1):

@@ -70,6 +70,8 @@ def run_role(work, mount, job, profile, run_id):
             "benchmark_disk_path": None,
             "benchmark_tests": ["fio"],
             "benchmark_fio_jobs": [job],
+            # One round per role run: the rounds alternate with the direct runs.
+            "benchmark_runs": 1,
             "benchmark_results_dir": results,
             "benchmark_run_id": run_id,
             "benchmark_charts": False,
@@ -92,8 +94,11 @@ def run_role(work, mount, job, profile, run_id):
     with open(os.path.join(host_dir, "manifest.json"), encoding="utf-8") as handle:
         manifest = json.load(handle)
     (target,) = manifest["targets"]
-    with open(os.path.join(host_dir, target["fio"]), encoding="utf-8") as handle:
-        doc = json.load(handle)
+    (round_files,) = target["fio"]
+    (name,) = round_files if isinstance(round_files, list) else [round_files]
+    with open(os.path.join(host_dir, name), encoding="utf-8") as handle:
+        text = handle.read()
+    doc = json.loads(text[text.index("{"):])
     return target, doc
 
 
@@ -106,7 +111,7 @@ def direct_argv(bench, variables, job, profile, mount, output, size_bytes):
     options = [tuple(pair) for pair in spec["options"]] + [("numjobs", numjobs), ("size", (mib // numjobs) * 1024 * 1024),
                                                            ("direct", 0)]
     global_options = [("runtime", runtime)] + [tuple(pair) for pair in variables["__benchmark_fio_common"]]
-    return bench.fio_argv([(job, options)], mount, output, global_options)
+    return bench.fio_argv(job, options, mount, output, global_options)
 
 
 def run_direct(bench, variables, args, mount, output, size_bytes):

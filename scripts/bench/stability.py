@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ AGREE = 1.25
 
 def benchmark(profile, run_id, extra):
     argv = ["ansible-playbook", "-i", "inventories/lab", "playbooks/benchmark.yml", "-e",
-            "benchmark_profile=%s benchmark_run_id=%s benchmark_results_dir=%s" % (profile, run_id, RESULTS)] + extra
+            json.dumps({"benchmark_profile": profile, "benchmark_run_id": run_id, "benchmark_results_dir": RESULTS})] + extra
     started = time.monotonic()
     log_path = os.path.join(RESULTS, run_id + ".log")
     with open(log_path, "w", encoding="utf-8") as log:
@@ -40,11 +41,13 @@ def benchmark(profile, run_id, extra):
         return json.load(handle), time.monotonic() - started
 
 
-def direct_fio(results, run_dir, runs=3):
-    """The role's fio run on one RAM target of one lab host, run again with fio directly (docker exec), right
-    after the role's run: the same jobs with the same options in the same order, read back from the role's own
-    fio output (its "global options" and each job's "job options"), so the only difference is that the role
-    ran it. The role must report what fio itself reports: medians within 10%, for every job's main figure."""
+def direct_fio(results, run_dir, profile, runs=7):
+    """The role against fio run directly (docker exec) on one tmpfs target of one lab host, taking turns: the
+    role's fio test alone on that target (one round, through ansible-playbook), then each of its fio runs again
+    directly, with the options fio recorded in the role's own output ("global options" and "job options"), so
+    the only difference is that the role ran it; ``runs`` times. Taking turns puts the host's slow drift (minutes
+    apart, a sequential figure moved by 15% between the role's run and a check after it) on both sides alike.
+    The role must report what fio itself reports: medians within 10%, for every job's main figure."""
     for host in results["hosts"]:
         with open(os.path.join(run_dir, host, "manifest.json"), encoding="utf-8") as handle:
             manifest = json.load(handle)
@@ -55,30 +58,42 @@ def direct_fio(results, run_dir, runs=3):
     else:
         return []
     target = rams[0]
-    with open(os.path.join(run_dir, host, target["fio"][0]), encoding="utf-8") as handle:
-        text = handle.read()
-    role_doc = json.loads(text[text.index("{"):])
     scratch = target["path"].rstrip("/") + "/ramdisk-stability-direct"
-    options = dict(role_doc["global options"], directory=scratch)
-    argv = ["fio", "--output-format=json"] + ["--%s=%s" % item for item in sorted(options.items())]
-    for job in role_doc["jobs"]:
-        argv += ["--%s" % key if value == "" else "--%s=%s" % (key, value) for key, value in job["job options"].items()]
-    figures = {}
+    role_figures, direct_figures = {}, {}
     subprocess.run(["docker", "exec", host, "mkdir", "-p", scratch], check=True)
     try:
-        for _number in range(runs):
-            output = subprocess.run(["docker", "exec", host] + argv, capture_output=True, text=True, check=True).stdout
-            for job in json.loads(output[output.index("{"):])["jobs"]:
-                for op, metric in JOB_FIGURES[job["jobname"]]:
-                    figures.setdefault((job["jobname"], op, metric), []).append(float(job[op][metric]))
+        for number in range(1, runs + 1):
+            run_id = "%s-direct-%d" % (results["run_id"], number)
+            extra = {"benchmark_profile": profile, "benchmark_tests": ["fio"], "benchmark_runs": 1,
+                     "benchmark_settle_batches": 0, "benchmark_targets": [{"path": target["path"], "label": target["label"]}],
+                     "benchmark_disk_path": None, "benchmark_charts": False, "benchmark_memory_interval": 0}
+            role, _seconds = benchmark(profile, run_id, ["--limit", host, "-e", json.dumps(extra)])
+            for record in role["records"]:
+                for op, metric in JOB_FIGURES.get(record["test"], ()) if record["tool"] == "fio" else ():
+                    if record["op"] == op:
+                        role_figures.setdefault((record["test"], op, metric), []).append(float(record[metric]))
+            with open(os.path.join(RESULTS, run_id, host, "manifest.json"), encoding="utf-8") as handle:
+                (role_target,) = json.load(handle)["targets"]
+            for name in role_target["fio"][0]:
+                with open(os.path.join(RESULTS, run_id, host, name), encoding="utf-8") as handle:
+                    text = handle.read()
+                role_doc = json.loads(text[text.index("{"):])
+                options = dict(role_doc["global options"], directory=scratch)
+                argv = ["fio", "--output-format=json"] + ["--%s=%s" % item for item in sorted(options.items())]
+                for job in role_doc["jobs"]:
+                    argv += ["--%s" % key if value == "" else "--%s=%s" % (key, value)
+                             for key, value in job["job options"].items()]
+                output = subprocess.run(["docker", "exec", host] + argv, capture_output=True, text=True, check=True).stdout
+                for job in json.loads(output[output.index("{"):])["jobs"]:
+                    for op, metric in JOB_FIGURES[job["jobname"]]:
+                        direct_figures.setdefault((job["jobname"], op, metric), []).append(float(job[op][metric]))
     finally:
         subprocess.run(["docker", "exec", host, "rm", "-rf", scratch], check=False)
     lines = []
-    for (job, op, metric), values in sorted(figures.items()):
-        direct = sorted(values)[len(values) // 2]
-        role = [r for r in results["records"] if r["host"] == host and r["label"] == target["label"]
-                and r["tool"] == "fio" and r["test"] == job and r["op"] == op][0][metric]
-        lines.append((host, target["path"], job, op, metric, role, direct, abs(role - direct) / direct))
+    for key, values in sorted(direct_figures.items()):
+        direct = statistics.median(values)
+        role = statistics.median(role_figures[key])
+        lines.append((host, target["path"]) + key + (role, direct, abs(role - direct) / direct))
     return lines
 
 
@@ -127,8 +142,9 @@ def main():
     print("the comparisons that moved most between the runs (ratio in run 1, run 2):")
     for factor, key, a, b in sorted(spread, reverse=True)[:8]:
         print("  %5.2fx  %s %s vs %s, %s: %.3g, %.3g" % (factor, key[0], key[1], key[2], key[3], a, b))
-    print("the role against fio run directly, the same job list, right after the second run (median of 3 each):")
-    for host, path, job, op, metric, role, direct, gap in direct_fio(second, os.path.join(RESULTS, second["run_id"])):
+    print("the role against fio run directly, the same jobs, taking turns after the second run (median of 7 each):")
+    for host, path, job, op, metric, role, direct, gap in direct_fio(second, os.path.join(RESULTS, second["run_id"]),
+                                                                      args.profile):
         print("  %s %s %s %s %s: role %.4g, fio %.4g, %.0f%% apart (target within 10%%: %s)"
               % (host, path, job, op, metric, role, direct, 100 * gap, "met" if gap <= 0.10 else "not met"))
     print("results: %s" % os.path.relpath(RESULTS, REPO_ROOT))

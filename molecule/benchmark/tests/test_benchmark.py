@@ -44,13 +44,19 @@ def test_raw_files_arrived(name, results):
     assert manifest["profile"] == "quick" and manifest["host"] == name
     assert manifest["runs"] == 3 and manifest["measure_seconds"] > 0
     for target in manifest["targets"]:
-        # The quick profile runs every test 3 times: one fio output per round.
+        # The quick profile runs every test 3 times: per round, one fio output per job, each job a fio run of
+        # its own (so the target held one job's files at a time).
         assert len(target["fio"]) == 3 and len(target["metadata"]) == 3
         assert all(len(entries) == 3 for entries in target["dd"].values())
-        for name_ in target["fio"]:
-            fio = json.load(open(os.path.join(directory, name_), encoding="utf-8"))
-            assert [job["jobname"] for job in fio["jobs"]] == ["seq_write", "seq_read", "randrw", "fsync"]
-            assert "bins" in fio["jobs"][0]["write"]["clat_ns"], "not json+ output"
+        for round_files in target["fio"]:
+            jobs = []
+            for name_ in round_files:
+                fio = json.load(open(os.path.join(directory, name_), encoding="utf-8"))
+                assert len(fio["jobs"]) == 1 and "stonewall" not in fio["jobs"][0]["job options"]
+                assert "bins" in (fio["jobs"][0]["write"]["clat_ns"] if fio["jobs"][0]["write"]["total_ios"]
+                                  else fio["jobs"][0]["read"]["clat_ns"]), "not json+ output"
+                jobs.append(fio["jobs"][0]["jobname"])
+            assert jobs == ["seq_write", "seq_read", "randrw", "fsync"]
     dd = open(os.path.join(directory, "dd.txt"), encoding="utf-8").read()
     assert "copied" in dd and "=== ram write_fdatasync 3" in dd
 

@@ -113,12 +113,11 @@ def test_percentile_from_bins(bins, percent, expected):
     assert _bench.percentile_from_bins(bins, percent) == expected
 
 
-def test_fio_argv_stonewalls_each_job():
-    argv = _bench.fio_argv([("seq_read", [("rw", "read"), ("bs", "1M")]), ("fsync", [("fdatasync", 1)])],
-                           "/srv/ram/x", "/var/tmp/out.json", [("runtime", 1), ("time_based", 1)])
+def test_fio_argv_is_one_job():
+    argv = _bench.fio_argv("seq_read", [("rw", "read"), ("bs", "1M")], "/srv/ram/x", "/var/tmp/out.json",
+                           [("runtime", 1), ("time_based", 1)])
     assert argv == ["fio", "--output-format=json+", "--output=/var/tmp/out.json", "--directory=/srv/ram/x",
-                    "--runtime=1", "--time_based=1", "--name=seq_read", "--stonewall", "--rw=read", "--bs=1M",
-                    "--name=fsync", "--stonewall", "--fdatasync=1"]
+                    "--runtime=1", "--time_based=1", "--name=seq_read", "--rw=read", "--bs=1M"]
 
 
 @pytest.mark.parametrize("name, op, block, bytes_, seconds", [
@@ -589,3 +588,24 @@ def test_phases_follow_every_visit_in_time_order():
     # A manifest from before visits were recorded: the target's start and end.
     old = [{"label": "disk", "started": "5", "ended": "9"}, {"label": "ram", "started": 1, "ended": 4}, {"label": "x"}]
     assert _bench.target_phases(old) == [("ram", 1, 4), ("disk", "5", "9")]
+
+
+def test_host_records_read_a_fio_run_per_job(tmp_path):
+    """The role writes a raw file per round and job; a round listed as those files gives the same records
+    as the same jobs in one file (the 1.0.0 layout)."""
+    whole = _bench.parse_fio_json(fixture("run", "lab-debian12", "fio-tmp.json"))
+    files = {}
+    for job in whole["jobs"]:
+        files["fio-tmp-1-%s.json" % job["jobname"]] = json.dumps(dict(whole, jobs=[job]))
+    files["fio-tmp.json"] = json.dumps(whole)
+    target = {"label": "tmp", "path": "/tmp", "kind": "ram", "backend": "tmpfs", "fio_jobs": _bench.fio_job_names(whole)}
+    per_job = dict(target, fio=[["fio-tmp-1-%s.json" % name for name in _bench.fio_job_names(whole)]])
+    one_file = dict(target, fio=["fio-tmp.json"])
+    found = {}
+    for key, entry in (("per_job", per_job), ("one_file", one_file)):
+        manifest = {"host": "h", "targets": [entry]}
+        records, problems = _bench.host_records(manifest, files.__getitem__)
+        assert problems == []
+        found[key] = [(r["test"], r["op"], r["bw_bytes"], r["iops"], r["clat_ns_p99"]) for r in records if r["tool"] == "fio"]
+        assert _bench.host_latency_bins(manifest, files.__getitem__)
+    assert found["per_job"] == found["one_file"] and len(found["per_job"]) == 6
