@@ -552,13 +552,11 @@ def host_records(manifest, read_raw):
 
     for target in manifest.get("targets") or []:
         target_ctx = target_context(target)
-        # fio's test file may be bigger than the other tests' (the quick profile's fio_size_bytes).
-        fio_ctx = dict(target_ctx, file_size_bytes=target.get("fio_file_size_bytes") or target_ctx["file_size_bytes"])
         for round_number, names in enumerate(_as_list(target.get("fio")), 1):
             try:
                 doc = fio_round_doc(names, read_raw)
                 for job in target.get("fio_jobs") or fio_job_names(doc):
-                    add(fio_ctx, "fio", job, fio_figures(doc, job), round_number)
+                    add(target_ctx, "fio", job, fio_figures(doc, job), round_number)
             except (IOError, OSError, ValueError, KeyError) as exc:
                 problems.append("%s: %s: %s" % (manifest["host"], ", ".join(_as_list(names)), exc))
         sections = {}

@@ -647,10 +647,7 @@ def report_sections(data, charts):
     for host in data["hosts"]:
         for target in data["targets"][host]:
             targets.append([host, target["label"], target["path"], target["backend"], target["mount_options"],
-                            _bench.human_bytes(target["file_size_bytes"])
-                            + (", fio %s" % _bench.human_bytes(target["fio_file_size_bytes"])
-                               if target.get("fio_file_size_bytes") not in (None, target["file_size_bytes"]) else ""),
-                            target["direct"],
+                            _bench.human_bytes(target["file_size_bytes"]), target["direct"],
                             target["zram_algorithm"] or "-", target["zram_mm_stat_after"] or "-"])
     out.append(("table", (["host", "target", "path", "backend", "mount options", "file size", "direct", "zram algorithm",
                            "zram mm_stat after"], targets)))
@@ -890,8 +887,7 @@ def build(path, hosts, groups, title):
                                       % (host, target.get("label"), target["compile_skip"]))
         if manifest.get("profile") == "seeds":
             seeds_of_hosts[host] = host_seeds(manifest)
-        targets[host] = [dict(_bench.target_context(target), fio_file_size_bytes=target.get("fio_file_size_bytes"))
-                         for target in manifest.get("targets") or []]
+        targets[host] = [_bench.target_context(target) for target in manifest.get("targets") or []]
     host_groups = dict((host, groups.get(host) or ["all"]) for host in hosts)
     runs = [dict((column, record.get(column)) for column in _bench.RUN_COLUMNS) for record in records]
     records = _bench.summarize(records)
