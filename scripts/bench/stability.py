@@ -143,8 +143,8 @@ def main():
     for factor, key, a, b in sorted(spread, reverse=True)[:8]:
         print("  %5.2fx  %s %s vs %s, %s: %.3g, %.3g" % (factor, key[0], key[1], key[2], key[3], a, b))
     print("the role against fio run directly, the same jobs, taking turns after the second run (median of 7 each):")
-    for host, path, job, op, metric, role, direct, gap in direct_fio(second, os.path.join(RESULTS, second["run_id"]),
-                                                                      args.profile):
+    checks = direct_fio(second, os.path.join(RESULTS, second["run_id"]), args.profile)
+    for host, path, job, op, metric, role, direct, gap in checks:
         print("  %s %s %s %s %s: role %.4g, fio %.4g, %.0f%% apart (target within 10%%: %s)"
               % (host, path, job, op, metric, role, direct, 100 * gap, "met" if gap <= 0.10 else "not met"))
     print("results: %s" % os.path.relpath(RESULTS, REPO_ROOT))
