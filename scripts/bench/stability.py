@@ -41,13 +41,15 @@ def benchmark(profile, run_id, extra):
         return json.load(handle), time.monotonic() - started
 
 
-def direct_fio(results, run_dir, profile, runs=7):
+def direct_fio(results, run_dir, profile, runs=8):
     """The role against fio run directly (docker exec) on one tmpfs target of one lab host, taking turns: the
-    role's fio test alone on that target (one round, through ansible-playbook), then each of its fio runs again
+    role's fio test alone on that target (one round, through ansible-playbook), and each of its fio runs again
     directly, with the options fio recorded in the role's own output ("global options" and "job options"), so
-    the only difference is that the role ran it; ``runs`` times. Taking turns puts the host's slow drift (minutes
-    apart, a sequential figure moved by 15% between the role's run and a check after it) on both sides alike.
-    The role must report what fio itself reports: medians within 10%, for every job's main figure."""
+    the only difference is that the role ran it; ``runs`` turns, every other one with fio first. Taking turns
+    puts the host's slow drift (minutes apart, a sequential figure moved by 15% between the role's run and a
+    check after it) on both sides alike, and changing who goes first puts on both sides what one side leaves
+    behind for the next (page cache, freed memory). The role must report what fio itself reports: medians
+    within 10%, for every job's main figure."""
     for host in results["hosts"]:
         with open(os.path.join(run_dir, host, "manifest.json"), encoding="utf-8") as handle:
             manifest = json.load(handle)
@@ -60,33 +62,53 @@ def direct_fio(results, run_dir, profile, runs=7):
     target = rams[0]
     scratch = target["path"].rstrip("/") + "/ramdisk-stability-direct"
     role_figures, direct_figures = {}, {}
+
+    def role_turn(number):
+        """The role's fio test, one round on the target; returns the fio documents it wrote, one per job."""
+        run_id = "%s-direct-%d" % (results["run_id"], number)
+        extra = {"benchmark_profile": profile, "benchmark_tests": ["fio"], "benchmark_runs": 1,
+                 "benchmark_settle_batches": 0, "benchmark_targets": [{"path": target["path"], "label": target["label"]}],
+                 "benchmark_disk_path": None, "benchmark_charts": False, "benchmark_memory_interval": 0}
+        role, _seconds = benchmark(profile, run_id, ["--limit", host, "-e", json.dumps(extra)])
+        for record in role["records"]:
+            for op, metric in JOB_FIGURES.get(record["test"], ()) if record["tool"] == "fio" else ():
+                if record["op"] == op:
+                    role_figures.setdefault((record["test"], op, metric), []).append(float(record[metric]))
+        with open(os.path.join(RESULTS, run_id, host, "manifest.json"), encoding="utf-8") as handle:
+            (role_target,) = json.load(handle)["targets"]
+        docs = []
+        for name in role_target["fio"][0]:
+            with open(os.path.join(RESULTS, run_id, host, name), encoding="utf-8") as handle:
+                text = handle.read()
+            docs.append(json.loads(text[text.index("{"):]))
+        return docs
+
+    def direct_turn(docs):
+        """Each of the role's fio runs again, directly, with the options fio recorded in the role's output."""
+        for role_doc in docs:
+            options = dict(role_doc["global options"], directory=scratch)
+            argv = ["fio", "--output-format=json"] + ["--%s=%s" % item for item in sorted(options.items())]
+            for job in role_doc["jobs"]:
+                argv += ["--%s" % key if value == "" else "--%s=%s" % (key, value)
+                         for key, value in job["job options"].items()]
+            output = subprocess.run(["docker", "exec", host] + argv, capture_output=True, text=True, check=True).stdout
+            for job in json.loads(output[output.index("{"):])["jobs"]:
+                for op, metric in JOB_FIGURES[job["jobname"]]:
+                    direct_figures.setdefault((job["jobname"], op, metric), []).append(float(job[op][metric]))
+
     subprocess.run(["docker", "exec", host, "mkdir", "-p", scratch], check=True)
     try:
+        # Turns in the order role, direct, direct, role, role, direct...: whichever side goes first in a turn
+        # meets the host as the other side left it, so neither side always goes first. A turn where fio goes
+        # first uses the options of the role's previous run (the same profile on the same target).
+        docs = None
         for number in range(1, runs + 1):
-            run_id = "%s-direct-%d" % (results["run_id"], number)
-            extra = {"benchmark_profile": profile, "benchmark_tests": ["fio"], "benchmark_runs": 1,
-                     "benchmark_settle_batches": 0, "benchmark_targets": [{"path": target["path"], "label": target["label"]}],
-                     "benchmark_disk_path": None, "benchmark_charts": False, "benchmark_memory_interval": 0}
-            role, _seconds = benchmark(profile, run_id, ["--limit", host, "-e", json.dumps(extra)])
-            for record in role["records"]:
-                for op, metric in JOB_FIGURES.get(record["test"], ()) if record["tool"] == "fio" else ():
-                    if record["op"] == op:
-                        role_figures.setdefault((record["test"], op, metric), []).append(float(record[metric]))
-            with open(os.path.join(RESULTS, run_id, host, "manifest.json"), encoding="utf-8") as handle:
-                (role_target,) = json.load(handle)["targets"]
-            for name in role_target["fio"][0]:
-                with open(os.path.join(RESULTS, run_id, host, name), encoding="utf-8") as handle:
-                    text = handle.read()
-                role_doc = json.loads(text[text.index("{"):])
-                options = dict(role_doc["global options"], directory=scratch)
-                argv = ["fio", "--output-format=json"] + ["--%s=%s" % item for item in sorted(options.items())]
-                for job in role_doc["jobs"]:
-                    argv += ["--%s" % key if value == "" else "--%s=%s" % (key, value)
-                             for key, value in job["job options"].items()]
-                output = subprocess.run(["docker", "exec", host] + argv, capture_output=True, text=True, check=True).stdout
-                for job in json.loads(output[output.index("{"):])["jobs"]:
-                    for op, metric in JOB_FIGURES[job["jobname"]]:
-                        direct_figures.setdefault((job["jobname"], op, metric), []).append(float(job[op][metric]))
+            if number % 2:
+                docs = role_turn(number)
+                direct_turn(docs)
+            else:
+                direct_turn(docs)
+                docs = role_turn(number)
     finally:
         subprocess.run(["docker", "exec", host, "rm", "-rf", scratch], check=False)
     lines = []
@@ -142,7 +164,7 @@ def main():
     print("the comparisons that moved most between the runs (ratio in run 1, run 2):")
     for factor, key, a, b in sorted(spread, reverse=True)[:8]:
         print("  %5.2fx  %s %s vs %s, %s: %.3g, %.3g" % (factor, key[0], key[1], key[2], key[3], a, b))
-    print("the role against fio run directly, the same jobs, taking turns after the second run (median of 7 each):")
+    print("the role against fio run directly, the same jobs, taking turns after the second run (median of 8 each):")
     checks = direct_fio(second, os.path.join(RESULTS, second["run_id"]), args.profile)
     for host, path, job, op, metric, role, direct, gap in checks:
         print("  %s %s %s %s %s: role %.4g, fio %.4g, %.0f%% apart (target within 10%%: %s)"
