@@ -41,7 +41,7 @@ def benchmark(profile, run_id, extra):
         return json.load(handle), time.monotonic() - started
 
 
-def direct_fio(results, run_dir, profile, runs=8):
+def direct_fio(results, run_dir, profile, runs=None):
     """The role against fio run directly (docker exec) on one tmpfs target of one lab host, taking turns: the
     role's fio test alone on that target (one round, through ansible-playbook), and each of its fio runs again
     directly, with the options fio recorded in the role's own output ("global options" and "job options"), so
@@ -49,7 +49,14 @@ def direct_fio(results, run_dir, profile, runs=8):
     puts the host's slow drift (minutes apart, a sequential figure moved by 15% between the role's run and a
     check after it) on both sides alike, and changing who goes first puts on both sides what one side leaves
     behind for the next (page cache, freed memory). The role must report what fio itself reports: medians
-    within 10%, for every job's main figure."""
+    within 10%, for every job's main figure.
+
+    Turns: 16 for quick, 8 otherwise. quick's fio jobs run 1 s, and one such run scatters by about 10% (the
+    coefficient of variation of 32 runs of the same jobs with fio alone, two interleaved sets of 16: the sets'
+    medians 1-7% apart); 8 turns a side left a median 20% off in one check out of three. Every turn's figures
+    go to <run id>-direct.json beside the results, so the scatter behind a gap can be read."""
+    if runs is None:
+        runs = 16 if profile == "quick" else 8
     for host in results["hosts"]:
         with open(os.path.join(run_dir, host, "manifest.json"), encoding="utf-8") as handle:
             manifest = json.load(handle)
@@ -62,6 +69,7 @@ def direct_fio(results, run_dir, profile, runs=8):
     target = rams[0]
     scratch = target["path"].rstrip("/") + "/ramdisk-stability-direct"
     role_figures, direct_figures = {}, {}
+    samples = []  # every figure of every turn, written out beside the results so the scatter can be read
 
     def role_turn(number):
         """The role's fio test, one round on the target; returns the fio documents it wrote, one per job."""
@@ -74,6 +82,8 @@ def direct_fio(results, run_dir, profile, runs=8):
             for op, metric in JOB_FIGURES.get(record["test"], ()) if record["tool"] == "fio" else ():
                 if record["op"] == op:
                     role_figures.setdefault((record["test"], op, metric), []).append(float(record[metric]))
+                    samples.append({"turn": number, "side": "role", "job": record["test"], "op": op,
+                                    "metric": metric, "value": float(record[metric]), "time": time.time()})
         with open(os.path.join(RESULTS, run_id, host, "manifest.json"), encoding="utf-8") as handle:
             (role_target,) = json.load(handle)["targets"]
         docs = []
@@ -83,7 +93,7 @@ def direct_fio(results, run_dir, profile, runs=8):
             docs.append(json.loads(text[text.index("{"):]))
         return docs
 
-    def direct_turn(docs):
+    def direct_turn(number, docs):
         """Each of the role's fio runs again, directly, with the options fio recorded in the role's output."""
         for role_doc in docs:
             options = dict(role_doc["global options"], directory=scratch)
@@ -95,6 +105,8 @@ def direct_fio(results, run_dir, profile, runs=8):
             for job in json.loads(output[output.index("{"):])["jobs"]:
                 for op, metric in JOB_FIGURES[job["jobname"]]:
                     direct_figures.setdefault((job["jobname"], op, metric), []).append(float(job[op][metric]))
+                    samples.append({"turn": number, "side": "fio", "job": job["jobname"], "op": op,
+                                    "metric": metric, "value": float(job[op][metric]), "time": time.time()})
 
     subprocess.run(["docker", "exec", host, "mkdir", "-p", scratch], check=True)
     try:
@@ -105,17 +117,21 @@ def direct_fio(results, run_dir, profile, runs=8):
         for number in range(1, runs + 1):
             if number % 2:
                 docs = role_turn(number)
-                direct_turn(docs)
+                direct_turn(number, docs)
             else:
-                direct_turn(docs)
+                direct_turn(number, docs)
                 docs = role_turn(number)
     finally:
         subprocess.run(["docker", "exec", host, "rm", "-rf", scratch], check=False)
+        with open(os.path.join(RESULTS, results["run_id"] + "-direct.json"), "w", encoding="utf-8") as handle:
+            json.dump({"host": host, "target": target["path"], "profile": profile, "samples": samples}, handle, indent=1)
     lines = []
     for key, values in sorted(direct_figures.items()):
         direct = statistics.median(values)
         role = statistics.median(role_figures[key])
-        lines.append((host, target["path"]) + key + (role, direct, abs(role - direct) / direct))
+        lines.append((host, target["path"]) + key + (role, direct, abs(role - direct) / direct,
+                                                     (min(role_figures[key]), max(role_figures[key])),
+                                                     (min(values), max(values))))
     return lines
 
 
@@ -164,11 +180,16 @@ def main():
     print("the comparisons that moved most between the runs (ratio in run 1, run 2):")
     for factor, key, a, b in sorted(spread, reverse=True)[:8]:
         print("  %5.2fx  %s %s vs %s, %s: %.3g, %.3g" % (factor, key[0], key[1], key[2], key[3], a, b))
-    print("the role against fio run directly, the same jobs, taking turns after the second run (median of 8 each):")
+    print("the role against fio run directly, the same jobs, taking turns after the second run "
+          "(median, min-max of each side's runs):")
     checks = direct_fio(second, os.path.join(RESULTS, second["run_id"]), args.profile)
-    for host, path, job, op, metric, role, direct, gap in checks:
-        print("  %s %s %s %s %s: role %.4g, fio %.4g, %.0f%% apart (target within 10%%: %s)"
-              % (host, path, job, op, metric, role, direct, 100 * gap, "met" if gap <= 0.10 else "not met"))
+    for host, path, job, op, metric, role, direct, gap, role_range, direct_range in checks:
+        print("  %s %s %s %s %s: role %.4g (%.3g-%.3g), fio %.4g (%.3g-%.3g), %.0f%% apart (target within 10%%: %s)"
+              % ((host, path, job, op, metric, role) + role_range + (direct,) + direct_range
+                 + (100 * gap, "met" if gap <= 0.10 else "not met")))
+    if checks:
+        print("every turn's figures: %s" % os.path.relpath(os.path.join(RESULTS, second["run_id"] + "-direct.json"),
+                                                           REPO_ROOT))
     print("results: %s" % os.path.relpath(RESULTS, REPO_ROOT))
 
 
