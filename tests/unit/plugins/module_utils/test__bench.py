@@ -481,6 +481,26 @@ def test_metadata_probe_repeats_passes_for_its_least_time(tmp_path):
     assert one["passes"] == 1 and one["files"] == 10
 
 
+def test_timed_probe_times_the_command_on_the_host_and_passes_stdin(tmp_path):
+    """The role's timing probe (roles/benchmark/vars/main.yml), run for real: it feeds its stdin to the command, keeps
+    the command's stdout, stderr and exit code, and times it (a 0.2 s sleep takes at least 0.2 s, and not the whole
+    second the command module's reading loop can add); a command that cannot start is exit code 127, with the
+    reason."""
+    repo = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, os.pardir)
+    with open(os.path.join(repo, "roles", "benchmark", "vars", "main.yml"), encoding="utf-8") as handle:
+        probe = yaml.safe_load(handle)["__benchmark_timed_probe"]
+    script = "import sys, time; time.sleep(0.2); data = sys.stdin.read(); print(data.upper()); " \
+             "sys.stderr.write('done\\n' * 500); sys.exit(3)"
+    done = subprocess.run([sys.executable, "-c", probe, sys.executable, "-c", script], input="1\n2\n",
+                          capture_output=True, text=True, check=True)
+    doc = json.loads(done.stdout)
+    assert doc["rc"] == 3 and doc["stdout"] == "1\n2\n\n" and doc["stderr"] == "done\n" * 500
+    assert doc["seconds"] >= 0.2
+    missing = json.loads(subprocess.run([sys.executable, "-c", probe, str(tmp_path / "no-such-command")],
+                                        capture_output=True, text=True, check=True).stdout)
+    assert missing["rc"] == 127 and "no-such-command" in missing["stderr"] and missing["stdout"] == ""
+
+
 # --- settling: the interval of a median, and which tests need more rounds -------------------------------------
 
 def _coverage(count, k):
