@@ -148,6 +148,19 @@ def ratios(results):
     return dict(((row["host"], row["ram_label"], row["disk_label"], row["title"]), row) for row in results["ratios"])
 
 
+def figures_moved(one, two, keys):
+    """How many of the figures the ratios are made of (each target's median, per host and test) moved by more than
+    AGREE between the two runs, disk and RAM apart: which side a disagreement comes from."""
+    figures = {"disk": {}, "ram": {}}
+    for key in keys:
+        host, ram_label, disk_label, title = key
+        for side, label, field in (("ram", ram_label, "ram_value"), ("disk", disk_label, "disk_value")):
+            a, b = one[key][field], two[key][field]
+            if a and b:
+                figures[side][(host, label, title)] = max(a, b) / min(a, b) > AGREE
+    return dict((side, (sum(found.values()), len(found))) for side, found in figures.items())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="quick", choices=sorted(TARGETS))
@@ -177,6 +190,10 @@ def main():
         len(spread), AGREE, len(agree), 100 * share, 100 * target, "met" if share >= target else "not met"))
     unclear = [sum(1 for key in keys if not rows[key]["clear"]) for rows in (one, two)]
     print("called no clear difference: %d in the first run, %d in the second" % tuple(unclear))
+    moved = figures_moved(one, two, keys)
+    print("the figures behind the ratios that moved more than %.2fx between the runs: disk %d of %d, RAM %d of %d "
+          "(a disk figure is the denominator of one ratio per RAM target of its host)"
+          % ((AGREE,) + moved["disk"] + moved["ram"]))
     print("the comparisons that moved most between the runs (ratio in run 1, run 2):")
     for factor, key, a, b in sorted(spread, reverse=True)[:8]:
         print("  %5.2fx  %s %s vs %s, %s: %.3g, %.3g" % (factor, key[0], key[1], key[2], key[3], a, b))
