@@ -6,15 +6,17 @@ twice, with the same profile and two run ids, and compares the two results.json:
 target, disk target and test, the two ratios (each the median of the profile's runs) agree when the
 larger is at most 1.25 times the smaller. Prints the share that agree beside the target (80% for
 quick, 90% for standard), the comparisons that disagree most, and how often each run called a
-comparison "no clear difference". Run through `make bench-stability` (PROFILE=standard for the other).
+comparison "no clear difference". Then the role against fio run directly, taking turns on one tmpfs: per job
+figure, the median of the turns' role/fio ratios (target within 10%). Run through `make bench-stability`
+(PROFILE=standard for the other); `--direct-only RUN_ID` repeats only that check, `--direct FILE` reprints a saved one.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -23,6 +25,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 RESULTS = os.path.join(REPO_ROOT, "build", "bench-stability")
 TARGETS = {"quick": 0.80, "standard": 0.90, "thorough": 0.90}
 AGREE = 1.25
+DIRECT_TOLERANCE = 0.10
 
 
 def benchmark(profile, run_id, extra):
@@ -48,8 +51,8 @@ def direct_fio(results, run_dir, profile, runs=None):
     the only difference is that the role ran it; ``runs`` turns, every other one with fio first. Taking turns
     puts the host's slow drift (minutes apart, a sequential figure moved by 15% between the role's run and a
     check after it) on both sides alike, and changing who goes first puts on both sides what one side leaves
-    behind for the next (page cache, freed memory). The role must report what fio itself reports: medians
-    within 10%, for every job's main figure.
+    behind for the next (page cache, freed memory). The role must report what fio itself reports, within 10% for
+    every job's main figure (direct_verdicts).
 
     Turns: 16 for quick, 8 otherwise. quick's fio jobs run 1 s, and one such run scatters by about 10% (the
     coefficient of variation of 32 runs of the same jobs with fio alone, two interleaved sets of 16: the sets'
@@ -65,11 +68,11 @@ def direct_fio(results, run_dir, profile, runs=None):
         if rams:
             break
     else:
-        return []
+        return None
     target = rams[0]
     scratch = target["path"].rstrip("/") + "/ramdisk-stability-direct"
-    role_figures, direct_figures = {}, {}
     samples = []  # every figure of every turn, written out beside the results so the scatter can be read
+    gaps = []  # each turn's seconds between one fio run's end and the next one's start, on each side
 
     def role_turn(number):
         """The role's fio test, one round on the target; returns the fio documents it wrote, one per job."""
@@ -81,7 +84,6 @@ def direct_fio(results, run_dir, profile, runs=None):
         for record in role["records"]:
             for op, metric in JOB_FIGURES.get(record["test"], ()) if record["tool"] == "fio" else ():
                 if record["op"] == op:
-                    role_figures.setdefault((record["test"], op, metric), []).append(float(record[metric]))
                     samples.append({"turn": number, "side": "role", "job": record["test"], "op": op,
                                     "metric": metric, "value": float(record[metric]), "time": time.time()})
         with open(os.path.join(RESULTS, run_id, host, "manifest.json"), encoding="utf-8") as handle:
@@ -94,19 +96,34 @@ def direct_fio(results, run_dir, profile, runs=None):
         return docs
 
     def direct_turn(number, docs):
-        """Each of the role's fio runs again, directly, with the options fio recorded in the role's output."""
-        for role_doc in docs:
+        """Each of the role's fio runs again, directly, with the options fio recorded in the role's output, paced
+        as the role's runs were: each starts as long after the previous one ended as the role's did (about 0.8 s
+        of Ansible between loop items, against 0.1-0.2 s for docker exec alone). Back to back, the direct side
+        kept both cores busy for 5-6 s on end, which the role's runs never do."""
+        wanted = run_gaps(docs)
+        ran, ends, startup = [], [], 0.0
+        for index, role_doc in enumerate(docs):
             options = dict(role_doc["global options"], directory=scratch)
             argv = ["fio", "--output-format=json"] + ["--%s=%s" % item for item in sorted(options.items())]
             for job in role_doc["jobs"]:
                 argv += ["--%s" % key if value == "" else "--%s=%s" % (key, value)
                          for key, value in job["job options"].items()]
+            if index and wanted[index - 1] is not None:
+                # fio's clock is this machine's (a container shares its kernel); the start-up of docker exec and
+                # fio is taken as long as the previous run's.
+                time.sleep(max(0.0, ends[-1] + wanted[index - 1] - startup - time.time()))
+            launched = time.time()
             output = subprocess.run(["docker", "exec", host] + argv, capture_output=True, text=True, check=True).stdout
-            for job in json.loads(output[output.index("{"):])["jobs"]:
+            doc = json.loads(output[output.index("{"):])
+            ends.append(doc["timestamp_ms"] / 1000.0)
+            if doc["jobs"][0].get("job_start"):
+                startup = max(0.0, doc["jobs"][0]["job_start"] / 1000.0 - launched)
+            for job in doc["jobs"]:
                 for op, metric in JOB_FIGURES[job["jobname"]]:
-                    direct_figures.setdefault((job["jobname"], op, metric), []).append(float(job[op][metric]))
                     samples.append({"turn": number, "side": "fio", "job": job["jobname"], "op": op,
                                     "metric": metric, "value": float(job[op][metric]), "time": time.time()})
+            ran.append(doc)
+        gaps.append({"turn": number, "role": wanted, "fio": run_gaps(ran)})
 
     subprocess.run(["docker", "exec", host, "mkdir", "-p", scratch], check=True)
     try:
@@ -124,15 +141,9 @@ def direct_fio(results, run_dir, profile, runs=None):
     finally:
         subprocess.run(["docker", "exec", host, "rm", "-rf", scratch], check=False)
         with open(os.path.join(RESULTS, results["run_id"] + "-direct.json"), "w", encoding="utf-8") as handle:
-            json.dump({"host": host, "target": target["path"], "profile": profile, "samples": samples}, handle, indent=1)
-    lines = []
-    for key, values in sorted(direct_figures.items()):
-        direct = statistics.median(values)
-        role = statistics.median(role_figures[key])
-        lines.append((host, target["path"]) + key + (role, direct, abs(role - direct) / direct,
-                                                     (min(role_figures[key]), max(role_figures[key])),
-                                                     (min(values), max(values))))
-    return lines
+            json.dump({"host": host, "target": target["path"], "profile": profile, "samples": samples, "gaps": gaps},
+                      handle, indent=1)
+    return host, target["path"], samples, gaps
 
 
 # Each fio job's main figure: what the report compares.
@@ -142,6 +153,73 @@ JOB_FIGURES = {
     "randrw": (("read", "iops"), ("write", "iops")),
     "fsync": (("write", "iops"),),
 }
+
+
+def run_gaps(docs):
+    """Seconds from the end of each fio run (its JSON's timestamp_ms) to the start of the next one's job (job_start,
+    which fio writes from 3.28 on; None where a run lacks it), for runs in the order they ran."""
+    gaps = []
+    for before, after in zip(docs, docs[1:]):
+        start = (after.get("jobs") or [{}])[0].get("job_start")
+        gaps.append((start - before["timestamp_ms"]) / 1000.0 if start and before.get("timestamp_ms") else None)
+    return gaps
+
+
+def load_bench():
+    """plugins/module_utils/_bench.py, by its file: it has no collection imports (as in fio_vs_role.py)."""
+    spec = importlib.util.spec_from_file_location(
+        "ramdisk_bench", os.path.join(REPO_ROOT, "plugins", "module_utils", "_bench.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def direct_verdicts(samples, tolerance=DIRECT_TOLERANCE):
+    """The role against fio directly, per job figure, from every turn's samples ({"turn", "side": "role" or "fio",
+    "job", "op", "metric", "value"}). The verdict is the median of the turns' paired ratios, role over fio: a
+    turn's two runs are seconds apart, so their ratio cancels what the machine was doing then, where the two
+    sides' own medians keep it (this machine's speed drifted by 20-30% within one check). Beside it: the 95%
+    interval of that median (order statistics, _bench.median_interval), in how many turns the role was higher,
+    and each side's median and min-max. A figure with no turn that has both sides is left out."""
+    bench = load_bench()
+    sides = {}
+    for sample in samples:
+        key = (sample["job"], sample["op"], sample["metric"])
+        sides.setdefault(key, {}).setdefault(sample["side"], {})[sample["turn"]] = float(sample["value"])
+    verdicts = []
+    for key in sorted(sides):
+        role, fio = sides[key].get("role", {}), sides[key].get("fio", {})
+        turns = sorted(set(role) & set(fio))
+        if not turns:
+            continue
+        paired = [role[turn] / fio[turn] for turn in turns if fio[turn]]
+        if not paired:
+            continue
+        gap = bench.median(paired) - 1.0
+        verdicts.append({
+            "job": key[0], "op": key[1], "metric": key[2], "turns": len(paired),
+            "gap": gap, "interval": tuple(value - 1.0 for value in bench.median_interval(paired)),
+            "role_higher": sum(1 for ratio in paired if ratio > 1.0),
+            "role": bench.median(list(role.values())), "role_range": (min(role.values()), max(role.values())),
+            "fio": bench.median(list(fio.values())), "fio_range": (min(fio.values()), max(fio.values())),
+            "met": abs(gap) <= tolerance,
+        })
+    return verdicts
+
+
+def print_direct(verdicts, gaps=()):
+    bench = load_bench()
+    for side in ("role", "fio"):
+        seconds = [gap for turn in gaps for gap in turn.get(side) or [] if gap is not None]
+        if seconds:
+            print("  %s: %.2f s (%.2f-%.2f) from one fio run's end to the next one's start, median of %d"
+                  % (side, bench.median(seconds), min(seconds), max(seconds), len(seconds)))
+    for row in verdicts:
+        print("  %s %s %s: role/fio per turn, median %+.0f%% (95%% interval %+.0f%% to %+.0f%%), role higher in %d of %d "
+              "turns (target within %.0f%%: %s); medians role %.4g (%.3g-%.3g), fio %.4g (%.3g-%.3g)"
+              % ((row["job"], row["op"], row["metric"], 100 * row["gap"]) + tuple(100 * end for end in row["interval"])
+                 + (row["role_higher"], row["turns"], 100 * DIRECT_TOLERANCE, "met" if row["met"] else "not met",
+                    row["role"]) + row["role_range"] + (row["fio"],) + row["fio_range"]))
 
 
 def ratios(results):
@@ -161,12 +239,39 @@ def figures_moved(one, two, keys):
     return dict((side, (sum(found.values()), len(found))) for side, found in figures.items())
 
 
+def check_direct(results, profile):
+    direct = direct_fio(results, os.path.join(RESULTS, results["run_id"]), profile)
+    if direct:
+        host, path, samples, gaps = direct
+        print("  on %s %s:" % (host, path))
+        print_direct(direct_verdicts(samples), gaps)
+        print("every turn's figures: %s" % os.path.relpath(os.path.join(RESULTS, results["run_id"] + "-direct.json"),
+                                                           REPO_ROOT))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="quick", choices=sorted(TARGETS))
+    parser.add_argument("--direct", metavar="FILE",
+                        help="print the role-against-fio verdicts of a check already run (its <run id>-direct.json), "
+                             "running nothing")
+    parser.add_argument("--direct-only", metavar="RUN_ID",
+                        help="run only the role against fio directly, on the lab as RUN_ID (a run of this script, "
+                             "in build/bench-stability) measured it")
     parser.add_argument("extra", nargs="*", help="more ansible-playbook arguments, such as --limit")
     args = parser.parse_args()
     os.makedirs(RESULTS, exist_ok=True)
+    if args.direct_only:
+        with open(os.path.join(RESULTS, args.direct_only, "results.json"), encoding="utf-8") as handle:
+            results = json.load(handle)
+        check_direct(results, results.get("profile") or args.profile)
+        return
+    if args.direct:
+        with open(args.direct, encoding="utf-8") as handle:
+            saved = json.load(handle)
+        print("the role against fio run directly on %s %s, %s profile:" % (saved["host"], saved["target"], saved["profile"]))
+        print_direct(direct_verdicts(saved["samples"]), saved.get("gaps", ()))
+        return
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     first, first_seconds = benchmark(args.profile, "%s-%s-a" % (stamp, args.profile), args.extra)
     print("stability: first run in %.0f s" % first_seconds, flush=True)
@@ -197,16 +302,8 @@ def main():
     print("the comparisons that moved most between the runs (ratio in run 1, run 2):")
     for factor, key, a, b in sorted(spread, reverse=True)[:8]:
         print("  %5.2fx  %s %s vs %s, %s: %.3g, %.3g" % (factor, key[0], key[1], key[2], key[3], a, b))
-    print("the role against fio run directly, the same jobs, taking turns after the second run "
-          "(median, min-max of each side's runs):")
-    checks = direct_fio(second, os.path.join(RESULTS, second["run_id"]), args.profile)
-    for host, path, job, op, metric, role, direct, gap, role_range, direct_range in checks:
-        print("  %s %s %s %s %s: role %.4g (%.3g-%.3g), fio %.4g (%.3g-%.3g), %.0f%% apart (target within 10%%: %s)"
-              % ((host, path, job, op, metric, role) + role_range + (direct,) + direct_range
-                 + (100 * gap, "met" if gap <= 0.10 else "not met")))
-    if checks:
-        print("every turn's figures: %s" % os.path.relpath(os.path.join(RESULTS, second["run_id"] + "-direct.json"),
-                                                           REPO_ROOT))
+    print("the role against fio run directly, the same jobs, taking turns after the second run:")
+    check_direct(second, args.profile)
     print("results: %s" % os.path.relpath(RESULTS, REPO_ROOT))
 
 
