@@ -29,12 +29,17 @@ DIRECT_TOLERANCE = 0.10
 
 
 def benchmark(profile, run_id, extra):
-    argv = ["ansible-playbook", "-i", "inventories/lab", "playbooks/benchmark.yml", "-e",
+    # As the Makefile sets them, so the script also runs by itself (`--direct-only`, more rounds).
+    local = os.path.join(REPO_ROOT, ".venv", "bin", "ansible-playbook")
+    env = dict(os.environ)
+    env.setdefault("ANSIBLE_CONFIG", os.path.join(REPO_ROOT, "scripts", "ansible.cfg"))
+    env.setdefault("ANSIBLE_COLLECTIONS_PATH", os.path.join(REPO_ROOT, ".cache", "collections"))
+    argv = [local if os.path.exists(local) else "ansible-playbook", "-i", "inventories/lab", "playbooks/benchmark.yml", "-e",
             json.dumps({"benchmark_profile": profile, "benchmark_run_id": run_id, "benchmark_results_dir": RESULTS})] + extra
     started = time.monotonic()
     log_path = os.path.join(RESULTS, run_id + ".log")
     with open(log_path, "w", encoding="utf-8") as log:
-        returncode = subprocess.call(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+        returncode = subprocess.call(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     if returncode != 0:
         with open(log_path, encoding="utf-8") as log:
             sys.stdout.write(log.read()[-5000:])
@@ -44,7 +49,7 @@ def benchmark(profile, run_id, extra):
         return json.load(handle), time.monotonic() - started
 
 
-def direct_fio(results, run_dir, profile, runs=None):
+def direct_fio(results, run_dir, profile, saved, runs=None):
     """The role against fio run directly (docker exec) on one tmpfs target of one lab host, taking turns: the
     role's fio test alone on that target (one round, through ansible-playbook), and each of its fio runs again
     directly, with the options fio recorded in the role's own output ("global options" and "job options"), so
@@ -98,8 +103,9 @@ def direct_fio(results, run_dir, profile, runs=None):
     def direct_turn(number, docs):
         """Each of the role's fio runs again, directly, with the options fio recorded in the role's output, paced
         as the role's runs were: each starts as long after the previous one ended as the role's did (about 0.8 s
-        of Ansible between loop items, against 0.1-0.2 s for docker exec alone). Back to back, the direct side
-        kept both cores busy for 5-6 s on end, which the role's runs never do."""
+        of Ansible between loop items, against 0.1-0.2 s for docker exec alone), each after a sync as the role's
+        timing probe does. Back to back, the direct side kept both cores busy for 5-6 s on end, which the role's
+        runs never do."""
         wanted = run_gaps(docs)
         ran, ends, startup = [], [], 0.0
         for index, role_doc in enumerate(docs):
@@ -108,6 +114,8 @@ def direct_fio(results, run_dir, profile, runs=None):
             for job in role_doc["jobs"]:
                 argv += ["--%s" % key if value == "" else "--%s=%s" % (key, value)
                          for key, value in job["job options"].items()]
+            # As the role's timing probe does before each fio run: what the run before left dirty goes to disk first.
+            subprocess.run(["docker", "exec", host, "sync"], check=True)
             if index and wanted[index - 1] is not None:
                 # fio's clock is this machine's (a container shares its kernel); the start-up of docker exec and
                 # fio is taken as long as the previous run's.
@@ -140,7 +148,7 @@ def direct_fio(results, run_dir, profile, runs=None):
                 docs = role_turn(number)
     finally:
         subprocess.run(["docker", "exec", host, "rm", "-rf", scratch], check=False)
-        with open(os.path.join(RESULTS, results["run_id"] + "-direct.json"), "w", encoding="utf-8") as handle:
+        with open(saved, "w", encoding="utf-8") as handle:
             json.dump({"host": host, "target": target["path"], "profile": profile, "samples": samples, "gaps": gaps},
                       handle, indent=1)
     return host, target["path"], samples, gaps
@@ -239,14 +247,13 @@ def figures_moved(one, two, keys):
     return dict((side, (sum(found.values()), len(found))) for side, found in figures.items())
 
 
-def check_direct(results, profile):
-    direct = direct_fio(results, os.path.join(RESULTS, results["run_id"]), profile)
+def check_direct(results, profile, saved):
+    direct = direct_fio(results, os.path.join(RESULTS, results["run_id"]), profile, saved)
     if direct:
         host, path, samples, gaps = direct
         print("  on %s %s:" % (host, path))
         print_direct(direct_verdicts(samples), gaps)
-        print("every turn's figures: %s" % os.path.relpath(os.path.join(RESULTS, results["run_id"] + "-direct.json"),
-                                                           REPO_ROOT))
+        print("every turn's figures: %s" % os.path.relpath(saved, REPO_ROOT))
 
 
 def main():
@@ -264,7 +271,9 @@ def main():
     if args.direct_only:
         with open(os.path.join(RESULTS, args.direct_only, "results.json"), encoding="utf-8") as handle:
             results = json.load(handle)
-        check_direct(results, results.get("profile") or args.profile)
+        # A file of its own, so an earlier check of the same run is kept.
+        check_direct(results, results.get("profile") or args.profile, os.path.join(
+            RESULTS, "%s-direct-%s.json" % (args.direct_only, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))))
         return
     if args.direct:
         with open(args.direct, encoding="utf-8") as handle:
@@ -303,7 +312,7 @@ def main():
     for factor, key, a, b in sorted(spread, reverse=True)[:8]:
         print("  %5.2fx  %s %s vs %s, %s: %.3g, %.3g" % (factor, key[0], key[1], key[2], key[3], a, b))
     print("the role against fio run directly, the same jobs, taking turns after the second run:")
-    check_direct(second, args.profile)
+    check_direct(second, args.profile, os.path.join(RESULTS, second["run_id"] + "-direct.json"))
     print("results: %s" % os.path.relpath(RESULTS, REPO_ROOT))
 
 
