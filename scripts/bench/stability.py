@@ -103,7 +103,7 @@ def direct_fio(results, run_dir, profile, saved, runs=None):
     def direct_turn(number, docs):
         """Each of the role's fio runs again, directly, with the options fio recorded in the role's output, paced
         as the role's runs were: each starts as long after the previous one ended as the role's did (about 0.8 s
-        of Ansible between loop items, against 0.1-0.2 s for docker exec alone), each after a sync as the role's
+        of Ansible between loop items, against 0.1-0.2 s for docker exec alone), each after a syncfs as the role's
         timing probe does. Back to back, the direct side kept both cores busy for 5-6 s on end, which the role's
         runs never do."""
         wanted = run_gaps(docs)
@@ -114,8 +114,9 @@ def direct_fio(results, run_dir, profile, saved, runs=None):
             for job in role_doc["jobs"]:
                 argv += ["--%s" % key if value == "" else "--%s=%s" % (key, value)
                          for key, value in job["job options"].items()]
-            # As the role's timing probe does before each fio run: what the run before left dirty goes to disk first.
-            subprocess.run(["docker", "exec", host, "sync"], check=True)
+            # As the role's timing probe does before each fio run: the target's file system and the one the role
+            # keeps its run in (benchmark_disk_path unset: /var/tmp) are written out first.
+            subprocess.run(["docker", "exec", host, "sync", "--file-system", target["path"], "/var/tmp"], check=True)
             if index and wanted[index - 1] is not None:
                 # fio's clock is this machine's (a container shares its kernel); the start-up of docker exec and
                 # fio is taken as long as the previous run's.

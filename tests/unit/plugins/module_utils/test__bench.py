@@ -501,6 +501,27 @@ def test_timed_probe_times_the_command_on_the_host_and_passes_stdin(tmp_path):
     assert missing["rc"] == 127 and "no-such-command" in missing["stderr"] and missing["stdout"] == ""
 
 
+def test_timed_probe_writes_out_the_file_systems_it_is_given_first(tmp_path):
+    """Each --sync PATH before the command is a file system the probe writes out (syncfs) before its clock starts;
+    the command gets the arguments after them. A path it cannot open stops it before the command runs, with exit
+    code 125 and the path named."""
+    repo = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, os.pardir)
+    with open(os.path.join(repo, "roles", "benchmark", "vars", "main.yml"), encoding="utf-8") as handle:
+        probe = yaml.safe_load(handle)["__benchmark_timed_probe"]
+    (tmp_path / "dirty").write_bytes(os.urandom(1 << 20))
+    marker = tmp_path / "ran"
+    command = [sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write(' '.join(sys.argv[2:]))", str(marker), "a", "--sync"]
+    done = json.loads(subprocess.run([sys.executable, "-c", probe, "--sync", str(tmp_path), "--sync", "/"] + command,
+                                     capture_output=True, text=True, check=True).stdout)
+    assert done["rc"] == 0 and marker.read_text() == "a --sync"
+    marker.unlink()
+    gone = tmp_path / "no-such-directory"
+    failed = json.loads(subprocess.run([sys.executable, "-c", probe, "--sync", str(tmp_path), "--sync", str(gone)] + command,
+                                       capture_output=True, text=True, check=True).stdout)
+    assert failed["rc"] == 125 and str(gone) in failed["stderr"] and "No such file" in failed["stderr"]
+    assert failed["seconds"] == 0.0 and not marker.exists()
+
+
 # --- settling: the interval of a median, and which tests need more rounds -------------------------------------
 
 def _coverage(count, k):
