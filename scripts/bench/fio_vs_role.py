@@ -14,7 +14,6 @@ unmounted and every temporary file removed at the end.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -29,6 +28,8 @@ COLLECTIONS = os.path.join(REPO_ROOT, ".cache", "collections")
 METRIC = {"seq_write": ("write", "bw_bytes"), "seq_read": ("read", "bw_bytes"), "randrw": ("read", "iops"),
           "fsync": ("sync", "iops")}
 
+from common import ansible_playbook, load_bench  # scripts/bench, this script's own directory
+
 try:
     import yaml
 except ImportError:  # the system Python may lack PyYAML; the project's venv has it
@@ -37,22 +38,9 @@ except ImportError:  # the system Python may lack PyYAML; the project's venv has
     raise
 
 
-def load_bench():
-    # _bench has no collection imports, so it loads from its file without a collections path.
-    spec = importlib.util.spec_from_file_location("ramdisk_bench", os.path.join(REPO_ROOT, "plugins", "module_utils", "_bench.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def role_vars():
     with open(os.path.join(REPO_ROOT, "roles", "benchmark", "vars", "main.yml"), encoding="utf-8") as handle:
         return yaml.safe_load(handle)
-
-
-def ansible_playbook():
-    local = os.path.join(REPO_ROOT, ".venv", "bin", "ansible-playbook")
-    return local if os.path.exists(local) else shutil.which("ansible-playbook")
 
 
 def run_role(work, mount, job, profile, run_id):

@@ -14,14 +14,15 @@ figure, the median of the turns' role/fio ratios (target within 10%). Run throug
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import REPO_ROOT, ansible_playbook, load_bench  # noqa: E402  (scripts/bench, also when loaded by its path)
+
 RESULTS = os.path.join(REPO_ROOT, "build", "bench-stability")
 TARGETS = {"quick": 0.80, "standard": 0.90, "thorough": 0.90}
 AGREE = 1.25
@@ -30,11 +31,10 @@ DIRECT_TOLERANCE = 0.10
 
 def benchmark(profile, run_id, extra):
     # As the Makefile sets them, so the script also runs by itself (`--direct-only`, more rounds).
-    local = os.path.join(REPO_ROOT, ".venv", "bin", "ansible-playbook")
     env = dict(os.environ)
     env.setdefault("ANSIBLE_CONFIG", os.path.join(REPO_ROOT, "scripts", "ansible.cfg"))
     env.setdefault("ANSIBLE_COLLECTIONS_PATH", os.path.join(REPO_ROOT, ".cache", "collections"))
-    argv = [local if os.path.exists(local) else "ansible-playbook", "-i", "inventories/lab", "playbooks/benchmark.yml", "-e",
+    argv = [ansible_playbook(), "-i", "inventories/lab", "playbooks/benchmark.yml", "-e",
             json.dumps({"benchmark_profile": profile, "benchmark_run_id": run_id, "benchmark_results_dir": RESULTS})] + extra
     started = time.monotonic()
     log_path = os.path.join(RESULTS, run_id + ".log")
@@ -62,7 +62,8 @@ def direct_fio(results, run_dir, profile, saved, runs=None):
     Turns: 16 for quick, 8 otherwise. quick's fio jobs run 1 s, and one such run scatters by about 10% (the
     coefficient of variation of 32 runs of the same jobs with fio alone, two interleaved sets of 16: the sets'
     medians 1-7% apart); 8 turns a side left a median 20% off in one check out of three. Every turn's figures
-    go to <run id>-direct.json beside the results, so the scatter behind a gap can be read."""
+    go to ``saved`` (<run id>-direct.json beside the results), so the scatter behind a gap can be read; the role's
+    turns are the runs <that file's name>-<turn>."""
     if runs is None:
         runs = 16 if profile == "quick" else 8
     for host in results["hosts"]:
@@ -81,7 +82,7 @@ def direct_fio(results, run_dir, profile, saved, runs=None):
 
     def role_turn(number):
         """The role's fio test, one round on the target; returns the fio documents it wrote, one per job."""
-        run_id = "%s-direct-%d" % (results["run_id"], number)
+        run_id = "%s-%d" % (os.path.splitext(os.path.basename(saved))[0], number)
         extra = {"benchmark_profile": profile, "benchmark_tests": ["fio"], "benchmark_runs": 1,
                  "benchmark_settle_batches": 0, "benchmark_targets": [{"path": target["path"], "label": target["label"]}],
                  "benchmark_disk_path": None, "benchmark_charts": False, "benchmark_memory_interval": 0}
@@ -98,6 +99,7 @@ def direct_fio(results, run_dir, profile, saved, runs=None):
             with open(os.path.join(RESULTS, run_id, host, name), encoding="utf-8") as handle:
                 text = handle.read()
             docs.append(json.loads(text[text.index("{"):]))
+        gaps.append({"turn": number, "side": "role", "gaps": run_gaps(docs)})
         return docs
 
     def direct_turn(number, docs):
@@ -132,7 +134,7 @@ def direct_fio(results, run_dir, profile, saved, runs=None):
                     samples.append({"turn": number, "side": "fio", "job": job["jobname"], "op": op,
                                     "metric": metric, "value": float(job[op][metric]), "time": time.time()})
             ran.append(doc)
-        gaps.append({"turn": number, "role": wanted, "fio": run_gaps(ran)})
+        gaps.append({"turn": number, "side": "fio", "gaps": run_gaps(ran)})
 
     subprocess.run(["docker", "exec", host, "mkdir", "-p", scratch], check=True)
     try:
@@ -174,15 +176,6 @@ def run_gaps(docs):
     return gaps
 
 
-def load_bench():
-    """plugins/module_utils/_bench.py, by its file: it has no collection imports (as in fio_vs_role.py)."""
-    spec = importlib.util.spec_from_file_location(
-        "ramdisk_bench", os.path.join(REPO_ROOT, "plugins", "module_utils", "_bench.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def direct_verdicts(samples, tolerance=DIRECT_TOLERANCE):
     """The role against fio directly, per job figure, from every turn's samples ({"turn", "side": "role" or "fio",
     "job", "op", "metric", "value"}). The verdict is the median of the turns' paired ratios, role over fio: a
@@ -219,7 +212,7 @@ def direct_verdicts(samples, tolerance=DIRECT_TOLERANCE):
 def print_direct(verdicts, gaps=()):
     bench = load_bench()
     for side in ("role", "fio"):
-        seconds = [gap for turn in gaps for gap in turn.get(side) or [] if gap is not None]
+        seconds = [gap for turn in gaps if turn.get("side") == side for gap in turn["gaps"] if gap is not None]
         if seconds:
             print("  %s: %.2f s (%.2f-%.2f) from one fio run's end to the next one's start, median of %d"
                   % (side, bench.median(seconds), min(seconds), max(seconds), len(seconds)))
@@ -272,7 +265,7 @@ def main():
     if args.direct_only:
         with open(os.path.join(RESULTS, args.direct_only, "results.json"), encoding="utf-8") as handle:
             results = json.load(handle)
-        # A file of its own, so an earlier check of the same run is kept.
+        # Files and role runs of its own, so an earlier check of the same run is kept.
         check_direct(results, results.get("profile") or args.profile, os.path.join(
             RESULTS, "%s-direct-%s.json" % (args.direct_only, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))))
         return

@@ -74,12 +74,15 @@ def test_a_turn_with_one_side_only_is_left_out(stability):
 
 def test_the_script_prints_a_saved_check(tmp_path):
     saved = tmp_path / "run-direct.json"
+    gaps = [{"turn": 1, "side": "role", "gaps": [0.8, 0.7, 0.9]}, {"turn": 1, "side": "fio", "gaps": [0.75, None, 0.85]}]
     saved.write_text(json.dumps({"host": "lab-build", "target": "/tmp", "profile": "quick",
-                                 "samples": turns([5.0e9, 5.5e9], [5.0e9, 5.0e9])}))
+                                 "samples": turns([5.0e9, 5.5e9], [5.0e9, 5.0e9]), "gaps": gaps}))
     result = subprocess.run([sys.executable, SCRIPT, "--direct", str(saved)], capture_output=True, text=True, check=True)
     assert "on lab-build /tmp, quick profile" in result.stdout
     assert "seq_write write bw_bytes: role/fio per turn, median +5%" in result.stdout
     assert "role higher in 1 of 2 turns (target within 10%: met)" in result.stdout
+    assert "role: 0.80 s (0.70-0.90) from one fio run's end to the next one's start, median of 3" in result.stdout
+    assert "fio: 0.80 s (0.75-0.85) from one fio run's end to the next one's start, median of 2" in result.stdout
 
 
 def test_run_gaps_read_fios_own_clock(stability):

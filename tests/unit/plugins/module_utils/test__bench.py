@@ -475,6 +475,13 @@ def test_metadata_probe_repeats_passes_for_its_least_time(tmp_path):
     assert sum(doc["seconds"].values()) > 0 and os.listdir(tmp_path) == []
     records = {r["op"]: r for r in _bench.metadata_figures(doc)}
     assert records["create"]["total_ios"] == doc["files"]
+    # Paths after the least time are file systems written out before the first pass; one it cannot open stops it.
+    synced = json.loads(subprocess.run([sys.executable, "-c", probe, str(tmp_path), "2", "5", "1024", "0", str(tmp_path)],
+                                       capture_output=True, text=True, check=True).stdout)
+    assert synced["passes"] == 1 and os.listdir(tmp_path) == []
+    gone = subprocess.run([sys.executable, "-c", probe, str(tmp_path), "2", "5", "1024", "0", str(tmp_path / "gone")],
+                          capture_output=True, text=True, check=False)
+    assert gone.returncode != 0 and "gone" in gone.stderr
     # Without a least time: one pass, as before.
     one = json.loads(subprocess.run([sys.executable, "-c", probe, str(tmp_path), "2", "5", "1024"], capture_output=True,
                                     text=True, check=True).stdout)
@@ -511,7 +518,7 @@ def test_timed_probe_writes_out_the_file_systems_it_is_given_first(tmp_path):
     (tmp_path / "dirty").write_bytes(os.urandom(1 << 20))
     marker = tmp_path / "ran"
     command = [sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write(' '.join(sys.argv[2:]))", str(marker), "a", "--sync"]
-    done = json.loads(subprocess.run([sys.executable, "-c", probe, "--sync", str(tmp_path), "--sync", "/"] + command,
+    done = json.loads(subprocess.run([sys.executable, "-c", probe, "--sync", str(tmp_path), "--sync", str(tmp_path / "dirty")] + command,
                                      capture_output=True, text=True, check=True).stdout)
     assert done["rc"] == 0 and marker.read_text() == "a --sync"
     marker.unlink()
