@@ -8,6 +8,7 @@ a test fails, and never touches a device that existed before the test.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -94,8 +95,9 @@ class Zram(object):
             if "/dev/" + device in _swaps():
                 subprocess.run(["swapoff", "/dev/" + device], check=False)
             try:
-                _write("/sys/block/%s/reset" % device, 1)
-                _write(CONTROL + "/hot_remove", device[len("zram"):])
+                # As the module does: a moment's EBUSY after the unmount is tried again.
+                module_under_test._write_when_free("/sys/block/%s/reset" % device, 1)
+                module_under_test._write_when_free(CONTROL + "/hot_remove", device[len("zram"):])
             except OSError as exc:
                 leftovers.append("%s (%s)" % (device, exc))
         assert not leftovers, "could not remove zram devices these tests made: %s" % ", ".join(leftovers)
@@ -272,3 +274,37 @@ def test_bad_input_fails_clearly(zram, args, words):
         assert word in result["msg"]
     # A failed run leaves no device of its own behind.
     assert not [device for device in zram.made if os.path.exists("/sys/block/" + device)]
+
+
+def test_a_moment_of_ebusy_is_waited_out(monkeypatch):
+    calls = []
+
+    def busy_twice(path, value):
+        calls.append((path, value))
+        if len(calls) < 3:
+            raise OSError(errno.EBUSY, "Device or resource busy")
+
+    monkeypatch.setattr(module_under_test, "_write", busy_twice)
+    monkeypatch.setattr(module_under_test, "BUSY_RETRY_PAUSE", 0.01)
+    module_under_test._write_when_free("/sys/block/zram9/reset", 1)
+    assert calls == [("/sys/block/zram9/reset", 1)] * 3
+
+
+def test_a_device_held_open_is_still_refused(monkeypatch):
+    def always(errno_value):
+        def write(path, value):
+            raise OSError(errno_value, os.strerror(errno_value))
+        return write
+
+    monkeypatch.setattr(module_under_test, "BUSY_RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(module_under_test, "BUSY_RETRY_PAUSE", 0.01)
+    monkeypatch.setattr(module_under_test, "_write", always(errno.EBUSY))
+    with pytest.raises(OSError) as busy:
+        module_under_test._write_when_free("/sys/block/zram9/reset", 1)
+    assert busy.value.errno == errno.EBUSY
+    # Other errors are not tried again.
+    monkeypatch.setattr(module_under_test, "BUSY_RETRY_SECONDS", 60)
+    monkeypatch.setattr(module_under_test, "_write", always(errno.EINVAL))
+    with pytest.raises(OSError) as invalid:
+        module_under_test._write_when_free("/sys/block/zram9/reset", 1)
+    assert invalid.value.errno == errno.EINVAL
