@@ -762,45 +762,12 @@ def _spread(record, metric):
     return value, (low if low is not None else value), (high if high is not None else value)
 
 
-def round_values(rounds):
-    """From per-round records (host_records()), each figure's value per round: {(host, label, tool, test, op):
-    {metric: {round: value}}}, for the metrics ratio_rows() compares."""
-    values = {}
-    for record in rounds or ():
-        key = (record["host"], record["label"], record["tool"], record["test"], record["op"])
-        for metric in set(row[3] for row in RATIO_METRICS + SEED_METRICS):
-            if record.get(metric) and record.get("round") is not None:
-                values.setdefault(key, {}).setdefault(metric, {})[int(record["round"])] = float(record[metric])
-    return values
-
-
-def paired_ratio(ram_rounds, disk_rounds, higher):
-    """The median of the rounds' own ratios, RAM's round N against disk's round N (higher is better: ram/disk;
-    latency: disk/ram), when both sides ran the very same rounds, at least two; else None.
-
-    In an interleaved run (the default) round N measured every target in turn, so a round's RAM run and disk run
-    are minutes apart at most, where rounds are further apart: their ratio leaves out much of what the host did
-    meanwhile (a disk's write-back regime, a busy neighbour). On the lab, two quick runs back to back agreed within
-    1.25x on 86% and 81% of their ratios this way, against 77% and 77% for the ratio of the medians (the same four
-    runs' rounds, recomputed)."""
-    if not ram_rounds or not disk_rounds or set(ram_rounds) != set(disk_rounds) or len(ram_rounds) < 2:
-        return None
-    ratios = [(ram_rounds[n] / disk_rounds[n]) if higher else (disk_rounds[n] / ram_rounds[n])
-              for n in sorted(ram_rounds)]
-    return median(ratios)
-
-
-def ratio_rows(records, rounds=None):
+def ratio_rows(records):
     """For each host, each RAM target against each disk target, each compared figure: how many
-    times better RAM is (higher is better: ram/disk; latency: disk/ram), with the range the runs allow
-    (worst RAM run against best disk run, and the other way round). When the RAM runs and the disk
-    runs overlap, ``clear`` is false: the runs cannot tell them apart.
-
-    The ratio is the median of the rounds' own ratios (paired_ratio()) where ROUNDS, the per-round records of
-    the hosts whose targets took turns round by round, have the same rounds for both sides (``paired`` says
-    how many rounds); else the ratio of the two medians (``paired`` 0)."""
+    times better RAM is (higher is better: ram/disk; latency: disk/ram), from the medians, with the
+    range the runs allow (worst RAM run against best disk run, and the other way round). When the
+    RAM runs and the disk runs overlap, ``clear`` is false: the runs cannot tell them apart."""
     index = _index(records)
-    by_round = round_values(rounds)
     targets = {}
     for record in records:
         targets.setdefault(record["host"], {}).setdefault(record["label"], record)
@@ -823,11 +790,6 @@ def ratio_rows(records, rounds=None):
                         ratio, low, high = a_mid / float(b_mid), a_low / float(b_high), a_high / float(b_low)
                     else:
                         ratio, low, high = b_mid / float(a_mid), b_low / float(a_high), b_high / float(a_low)
-                    ram_rounds = by_round.get((host, ram["label"], tool, test, op), {}).get(metric)
-                    disk_rounds = by_round.get((host, disk["label"], tool, test, op), {}).get(metric)
-                    paired = paired_ratio(ram_rounds, disk_rounds, higher)
-                    if paired is not None:
-                        ratio = paired
                     clear = a_low > b_high or a_high < b_low
                     runs = min(int(a.get("runs") or 1), int(b.get("runs") or 1))
                     rows.append({
@@ -838,7 +800,6 @@ def ratio_rows(records, rounds=None):
                         "higher_is_better": higher,
                         "ram_value": a_mid, "disk_value": b_mid, "ratio": round(ratio, 3),
                         "ratio_low": round(low, 3), "ratio_high": round(high, 3), "runs": runs, "clear": clear,
-                        "paired": len(ram_rounds) if paired is not None else 0,
                         "words": ratio_words(ratio, higher, clear),
                         "sentence": sentence(ram["backend"], ram["path"], disk["path"], host, verb, ratio, higher,
                                              clear=clear, low=low, high=high, runs=runs),

@@ -16,10 +16,8 @@ description:
     JSON, and normalizes them into records named as fio names them (C(bw_bytes), C(iops), C(clat_ns) percentiles),
     each with its context (kernel, CPU, cores, MemTotal, backend, mount options, zram algorithm and mm_stat, profile).
   - Each test ran several times (the profile's runs); every figure is the median of its runs, with the lowest and
-    highest run beside it (C(<metric>_min), C(<metric>_max)). RAM against disk is the median of the rounds' own
-    ratios (round N of the RAM target against round N of the disk) where the targets took turns round by round, else
-    the ratio of the two medians (C(paired) in each ratio row says how many rounds were paired, 0 for none). A comparison
-    whose RAM runs and disk runs overlap is reported as "no clear difference", not as a ratio.
+    highest run beside it (C(<metric>_min), C(<metric>_max)). A comparison whose RAM runs and disk runs overlap is
+    reported as "no clear difference", not as a ratio.
   - Writes C(results.json), C(results.csv) (one row per figure), C(runs.csv) (one row per run), C(report.md),
     C(report.html) and PNG charts into O(path).
   - For a run of the C(seeds) profile, the report and the summary show each write-up's experiment (dd, bonnie++, fio,
@@ -532,8 +530,7 @@ def report_sections(data, charts):
     runs = _runs_words(data)
     out = [("h1", data["title"]),
            ("p", "Run %s, profile %s, generated %s. Every figure is the median of %s, with the lowest and "
-                 "highest run beside it. RAM against disk is the median of the rounds' own ratios (each round "
-                 "measured every target in turn). A comparison whose RAM runs and disk runs overlap says \"no clear "
+                 "highest run beside it. A comparison whose RAM runs and disk runs overlap says \"no clear "
                  "difference\": its runs cannot tell RAM from disk. Raw files per host are in the host's directory; "
                  "every figure is in results.json and results.csv, every run in runs.csv."
                  % (data["run_id"], data["profile"], data["generated"], runs))]
@@ -849,7 +846,6 @@ def latency_histograms(path, hosts):
 def build(path, hosts, groups, title):
     samples, memory, phases, warnings, seeds_of_hosts, workload_skips, unsettled = {}, {}, {}, [], {}, [], []
     records = []
-    interleaved = []  # the per-round records of the hosts whose targets took turns round by round
     problems = []
     context = {}
     targets = {}
@@ -865,9 +861,6 @@ def build(path, hosts, groups, title):
         profile = profile or manifest.get("profile")
         host_records, host_problems = _bench.host_records(manifest, read_raw)
         records += host_records
-        if any(len(target.get("visits") or ()) > 1 for target in manifest.get("targets") or []):
-            # The targets took turns round by round: a round's RAM run and disk run were close in time.
-            interleaved += host_records
         problems += host_problems
         context[host] = _bench.host_context(manifest)
         context[host]["wall_seconds"] = manifest.get("wall_seconds")
@@ -898,7 +891,7 @@ def build(path, hosts, groups, title):
     host_groups = dict((host, groups.get(host) or ["all"]) for host in hosts)
     runs = [dict((column, record.get(column)) for column in _bench.RUN_COLUMNS) for record in records]
     records = _bench.summarize(records)
-    ratios = _bench.ratio_rows(records, rounds=interleaved)
+    ratios = _bench.ratio_rows(records)
     return {
         "schema": 2,
         "runs_per_figure": max([record["runs"] for record in records] or [1]),

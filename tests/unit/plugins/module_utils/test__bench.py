@@ -310,41 +310,6 @@ def test_ratio_rows_say_no_clear_difference_when_the_runs_overlap():
     assert sync["title"] == "fdatasync after 4 KiB writes (fio)"
 
 
-def _rounds(host, label, kind, test, op, metric, values):
-    return [_record(host, label, kind, test, op, round=number, **{metric: value}) for number, value in enumerate(values, 1)]
-
-
-def test_ratio_is_the_median_of_the_rounds_own_ratios():
-    # Round 2 slow on both sides (the host drifted): the medians say 200/100 = 2.0, the rounds 3.0, 2.5 and 1.33.
-    rounds = (_rounds("h1", "ram", "ram", "seq_write", "write", "bw_bytes", [300, 100, 200])
-              + _rounds("h1", "disk", "disk", "seq_write", "write", "bw_bytes", [100, 40, 150])
-              + _rounds("h1", "ram", "ram", "fsync", "sync", "clat_ns_p99", [10, 30, 20])
-              + _rounds("h1", "disk", "disk", "fsync", "sync", "clat_ns_p99", [1000, 1200, 1000]))
-    summary = _bench.summarize(rounds)
-    (write, sync) = _bench.ratio_rows(summary)
-    assert (write["ratio"], write["paired"]) == (2.0, 0)   # no rounds given: the ratio of the medians
-    (write, sync) = _bench.ratio_rows(summary, rounds=rounds)
-    assert (write["ratio"], write["paired"]) == (2.5, 3)
-    # Latency turns round per round: 1000/10, 1200/30, 1000/20 = 100, 40, 50; the medians would say 1000/20 = 50.
-    assert (sync["ratio"], sync["paired"]) == (50.0, 3)
-    rounds[8]["clat_ns_p99"] = 10   # RAM's round 3 now 10: 100, 40, 100
-    (write, sync) = _bench.ratio_rows(_bench.summarize(rounds), rounds=rounds)
-    assert sync["ratio"] == 100.0 and sync["ratio_low"] <= sync["ratio"] <= sync["ratio_high"]
-
-
-def test_ratio_of_the_medians_where_the_rounds_do_not_pair():
-    # The disk ran a round more (a further batch): no pairing, the ratio of the medians.
-    rounds = (_rounds("h1", "ram", "ram", "seq_write", "write", "bw_bytes", [300, 100, 200])
-              + _rounds("h1", "disk", "disk", "seq_write", "write", "bw_bytes", [100, 100, 50, 150]))
-    (row,) = _bench.ratio_rows(_bench.summarize(rounds), rounds=rounds)
-    assert (row["ratio"], row["paired"]) == (2.0, 0)
-    # One round each: nothing to pair either.
-    rounds = (_rounds("h1", "ram", "ram", "seq_write", "write", "bw_bytes", [300])
-              + _rounds("h1", "disk", "disk", "seq_write", "write", "bw_bytes", [100]))
-    (row,) = _bench.ratio_rows(_bench.summarize(rounds), rounds=rounds)
-    assert (row["ratio"], row["paired"]) == (3.0, 0)
-
-
 def test_groups_with_the_same_hosts_are_one_row():
     records = [_record(host, label, kind, "seq_write", "write", bw_bytes=value)
                for host, label, kind, value in (("h1", "ram", "ram", 1000), ("h1", "disk", "disk", 100),
