@@ -95,21 +95,6 @@ def test_every_figure_is_the_median_of_three_runs_with_its_range(name, results):
         assert row["words"] == "no clear difference" or row["clear"]
 
 
-def test_each_ratio_is_the_median_of_its_rounds_ratios(name, results):
-    # The targets took turns round by round, so round N on RAM is paired with round N on disk: recomputed here from
-    # the runs results.json keeps, one by one.
-    runs = dict(((r["label"], r["tool"], r["test"], r["op"], r["round"]), r) for r in results["runs"] if r["host"] == name)
-    rows = [row for row in results["ratios"] if row["host"] == name]
-    assert rows
-    for row in rows:
-        per_round = []
-        for number in (1, 2, 3):
-            ram = runs[(row["ram_label"], row["tool"], row["test"], row["op"], number)][row["metric"]]
-            disk = runs[(row["disk_label"], row["tool"], row["test"], row["op"], number)][row["metric"]]
-            per_round.append(ram / disk if row["higher_is_better"] else disk / ram)
-        assert row["paired"] == 3 and row["ratio"] == pytest.approx(sorted(per_round)[1], rel=1e-3), row["title"]
-
-
 def test_csv_matches_json(results):
     with open(os.path.join(RESULTS, "results.csv"), newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
