@@ -16,8 +16,10 @@ description:
     JSON, and normalizes them into records named as fio names them (C(bw_bytes), C(iops), C(clat_ns) percentiles),
     each with its context (kernel, CPU, cores, MemTotal, backend, mount options, zram algorithm and mm_stat, profile).
   - Each test ran several times (the profile's runs); every figure is the median of its runs, with the lowest and
-    highest run beside it (C(<metric>_min), C(<metric>_max)). A comparison whose RAM runs and disk runs overlap is
-    reported as "no clear difference", not as a ratio.
+    highest run beside it (C(<metric>_min), C(<metric>_max)) and the geometric mean of the runs (C(<metric>_gmean)).
+  - RAM against disk is the geometric mean of the RAM runs over the geometric mean of the disk runs, with the range
+    the runs allow. A comparison whose RAM runs and disk runs overlap is reported as "no clear difference", not as a
+    ratio.
   - Writes C(results.json), C(results.csv) (one row per figure), C(runs.csv) (one row per run), C(report.md),
     C(report.html) and PNG charts into O(path).
   - For a run of the C(seeds) profile, the report and the summary show each write-up's experiment (dd, bonnie++, fio,
@@ -501,7 +503,7 @@ def summary_lines(data):
         return ["No RAM-versus-disk comparison: no host had both a RAM target and a disk target."]
     first = rows[0]["group"]
     lines = list(data.get("warnings") or []) + list(data.get("skipped") or [])
-    lines.append("RAM against disk on the hosts of %s (%s profile, median of %s, range of the runs):"
+    lines.append("RAM against disk on the hosts of %s (%s profile, geometric means of %s, range of the runs):"
                  % (first, data["profile"], _runs_words(data, short=True)))
     width = max(len(row["title"]) for row in rows)
     for row in rows:
@@ -530,8 +532,9 @@ def report_sections(data, charts):
     runs = _runs_words(data)
     out = [("h1", data["title"]),
            ("p", "Run %s, profile %s, generated %s. Every figure is the median of %s, with the lowest and "
-                 "highest run beside it. A comparison whose RAM runs and disk runs overlap says \"no clear "
-                 "difference\": its runs cannot tell RAM from disk. Raw files per host are in the host's directory; "
+                 "highest run beside it. RAM against disk is taken between the geometric means of the two sides' runs; "
+                 "a comparison whose RAM runs and disk runs overlap says \"no clear difference\": its runs cannot "
+                 "tell RAM from disk. Raw files per host are in the host's directory; "
                  "every figure is in results.json and results.csv, every run in runs.csv."
                  % (data["run_id"], data["profile"], data["generated"], runs))]
     if data.get("seeds"):

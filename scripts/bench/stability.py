@@ -3,8 +3,8 @@
 
 Runs playbooks/benchmark.yml on the lab (which must be up: `make lab`, the Makefile target does it)
 twice, with the same profile and two run ids, and compares the two results.json: for each host, RAM
-target, disk target and test, the two ratios (each the median of the profile's runs) agree when the
-larger is at most 1.25 times the smaller. Prints the share that agree beside the target (80% for
+target, disk target and test, the two ratios (each taken between the geometric means of the profile's runs)
+agree when the larger is at most 1.25 times the smaller. Prints the share that agree beside the target (80% for
 quick, 90% for standard), the comparisons that disagree most, and how often each run called a
 comparison "no clear difference". Then the role against fio run directly, taking turns on one tmpfs: per job
 figure, the median of the turns' role/fio ratios (target within 10%). Run through `make bench-stability`

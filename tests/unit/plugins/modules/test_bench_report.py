@@ -91,7 +91,7 @@ def test_report_of_three_rounds_carries_the_spread(tmp_path):
     shutil.copytree(RUN + "-rounds", run_dir)
     result = run_module(tmp_path, path=str(run_dir), groups={"lab-debian12": ["lab", "all"]}, charts=False)
     assert result.get("failed") is not True, result
-    assert result["summary"][0].startswith("RAM against disk on the hosts of all, lab (quick profile, median of 3 runs")
+    assert result["summary"][0].startswith("RAM against disk on the hosts of all, lab (quick profile, geometric means of 3 runs")
     assert len(result["summary"]) == 1 + 13
     data = json.loads((run_dir / "results.json").read_text())
     assert data["runs_per_figure"] == 3 and len(data["runs"]) == 3 * len(data["records"])
@@ -99,7 +99,7 @@ def test_report_of_three_rounds_carries_the_spread(tmp_path):
         runs = list(csv.DictReader(handle))
     assert sorted(set(row["round"] for row in runs)) == ["1", "2", "3"]
     report = (run_dir / "report.md").read_text()
-    assert "median of 3 runs" in report and "range of the runs" in report
+    assert "median of 3 runs" in report and "range of the runs" in report and "geometric means" in report
     # Test names are told apart, and the ratio column says what the sentence says.
     assert "metadata metadata" not in report and "fio fsync sync" not in report
     for row in data["ratios"]:
