@@ -128,7 +128,7 @@ bench-converge: setup
 
 # The benchmark twice back to back on the lab (its policy applied first, so every host has RAM mounts to
 # measure): the share of RAM/disk ratios that agree within 1.25x.
-# PROFILE=standard for the other profile (about 51 minutes with LIMIT=lab-build, one host; far longer on all).
+# PROFILE=standard for the other profile (about 70 minutes with LIMIT=lab-build, one host; far longer on all).
 bench-stability: lab
 	ansible-playbook -i inventories/lab playbooks/site.yml
 	$(BIN)/python scripts/bench/stability.py --profile $(or $(PROFILE),quick) -- $(if $(LIMIT),--limit $(LIMIT))
