@@ -269,7 +269,7 @@ def _ratio_chart(filename, rows):
     axes.set_yticks(positions)
     axes.set_yticklabels(labels, fontsize="small")
     axes.set_ylim(-0.8, len(rows) - 0.2)
-    axes.set_xlabel("times better than disk, log scale (dot: geometric mean over the hosts and RAM targets; line: "
+    axes.set_xlabel("times better than disk, log scale\n(dot: geometric mean over the hosts and RAM targets; line: "
                     "range of the runs; grey: no clear difference)", fontsize="small")
     axes.set_title("RAM against disk, hosts of group %s" % first)
     axes.grid(axis="x", alpha=0.3, which="both")
