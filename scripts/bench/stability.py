@@ -59,9 +59,10 @@ def direct_fio(results, run_dir, profile, saved, runs=None):
     behind for the next (page cache, freed memory). The role must report what fio itself reports, within 10% for
     every job's main figure (direct_verdicts).
 
-    Turns: 16 for quick, 8 otherwise. quick's fio jobs run 1 s, and one such run scatters by about 10% (the
-    coefficient of variation of 32 runs of the same jobs with fio alone, two interleaved sets of 16: the sets'
-    medians 1-7% apart); 8 turns a side left a median 20% off in one check out of three. Every turn's figures
+    Turns: 16 for quick, 8 otherwise. quick's fio jobs ran 1 s when this was measured, and one such run scattered
+    by about 10% (the coefficient of variation of 32 runs of the same jobs with fio alone, two interleaved sets of
+    16: the sets' medians 1-7% apart); 8 turns a side left a median 20% off in one check out of three. They run 3 s
+    now, and 16 turns are kept. Every turn's figures
     go to ``saved`` (<run id>-direct.json beside the results), so the scatter behind a gap can be read; the role's
     turns are the runs <that file's name>-<turn>."""
     if runs is None:

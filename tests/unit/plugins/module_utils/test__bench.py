@@ -529,6 +529,43 @@ def test_timed_probe_writes_out_the_file_systems_it_is_given_first(tmp_path):
     assert failed["seconds"] == 0.0 and not marker.exists()
 
 
+def _resident_pages(path):
+    done = subprocess.run(["fincore", "--noheadings", "--raw", "--output", "PAGES", str(path)], capture_output=True, text=True)
+    return int(done.stdout.split()[0]) if done.returncode == 0 and done.stdout.split() else None
+
+
+def test_timed_probe_reads_each_warm_file_through_before_the_clock_starts(tmp_path):
+    """Each --warm FILE is read through before the command (a dd write's random source comes from the page cache on
+    every target alike, not from the disk the kernel evicted it to); --warm and --sync mix in any order. A file it
+    cannot read stops it before the command runs, exit code 125 and the file named. Residency is read with
+    util-linux's fincore, after the pages were dropped with posix_fadvise (not possible on tmpfs: then skipped)."""
+    repo = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, os.pardir)
+    with open(os.path.join(repo, "roles", "benchmark", "vars", "main.yml"), encoding="utf-8") as handle:
+        probe = yaml.safe_load(handle)["__benchmark_timed_probe"]
+    source = tmp_path / "random.bin"
+    source.write_bytes(os.urandom(4 << 20))
+    marker = tmp_path / "ran"
+    command = [sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write(' '.join(sys.argv[2:]))", str(marker), "--warm", "x"]
+    fd = os.open(source, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    cold = _resident_pages(source)
+    done = json.loads(subprocess.run([sys.executable, "-c", probe, "--sync", str(tmp_path), "--warm", str(source)] + command,
+                                     capture_output=True, text=True, check=True).stdout)
+    assert done["rc"] == 0 and marker.read_text() == "--warm x"
+    marker.unlink()
+    gone = tmp_path / "no-such-file"
+    failed = json.loads(subprocess.run([sys.executable, "-c", probe, "--warm", str(gone)] + command,
+                                       capture_output=True, text=True, check=True).stdout)
+    assert failed["rc"] == 125 and str(gone) in failed["stderr"] and not marker.exists()
+    if cold is None or cold > 0:
+        pytest.skip("fincore is missing, or the file system keeps its pages (tmpfs): residency not checked")
+    assert _resident_pages(source) == (4 << 20) // os.sysconf("SC_PAGE_SIZE")
+
+
 # --- settling: the interval of a median, and which tests need more rounds -------------------------------------
 
 def _coverage(count, k):
