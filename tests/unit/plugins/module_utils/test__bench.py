@@ -529,8 +529,19 @@ def test_timed_probe_writes_out_the_file_systems_it_is_given_first(tmp_path):
     assert failed["seconds"] == 0.0 and not marker.exists()
 
 
+def _dropped_pages(path):
+    """Writes PATH out, asks the kernel to drop its pages, and returns how many are still resident."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return _resident_pages(path)
+
+
 def _resident_pages(path):
-    done = subprocess.run(["fincore", "--noheadings", "--raw", "--output", "PAGES", str(path)], capture_output=True, text=True)
+    done = subprocess.run(["fincore", "--noheadings", "--raw", "--output", "PAGES", str(path)], capture_output=True, text=True, check=False)
     return int(done.stdout.split()[0]) if done.returncode == 0 and done.stdout.split() else None
 
 
@@ -546,13 +557,7 @@ def test_timed_probe_reads_each_warm_file_through_before_the_clock_starts(tmp_pa
     source.write_bytes(os.urandom(4 << 20))
     marker = tmp_path / "ran"
     command = [sys.executable, "-c", "import sys; open(sys.argv[1], 'w').write(' '.join(sys.argv[2:]))", str(marker), "--warm", "x"]
-    fd = os.open(source, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-    cold = _resident_pages(source)
+    cold = _dropped_pages(source)
     done = json.loads(subprocess.run([sys.executable, "-c", probe, "--sync", str(tmp_path), "--warm", str(source)] + command,
                                      capture_output=True, text=True, check=True).stdout)
     assert done["rc"] == 0 and marker.read_text() == "--warm x"
@@ -561,6 +566,28 @@ def test_timed_probe_reads_each_warm_file_through_before_the_clock_starts(tmp_pa
     failed = json.loads(subprocess.run([sys.executable, "-c", probe, "--warm", str(gone)] + command,
                                        capture_output=True, text=True, check=True).stdout)
     assert failed["rc"] == 125 and str(gone) in failed["stderr"] and not marker.exists()
+    if cold is None or cold > 0:
+        pytest.skip("fincore is missing, or the file system keeps its pages (tmpfs): residency not checked")
+    assert _resident_pages(source) == (4 << 20) // os.sysconf("SC_PAGE_SIZE")
+
+
+def test_warm_exec_reads_the_file_then_becomes_the_command(tmp_path):
+    """The seeds' dd writes run under __benchmark_warm_exec: it reads the file through, then execs the command, whose
+    stdin, stdout, stderr and exit code are its own; a file it cannot read stops it before the command runs."""
+    repo = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, os.pardir)
+    with open(os.path.join(repo, "roles", "benchmark", "vars", "main.yml"), encoding="utf-8") as handle:
+        wrapper = yaml.safe_load(handle)["__benchmark_warm_exec"]
+    source = tmp_path / "random.bin"
+    source.write_bytes(os.urandom(4 << 20))
+    cold = _dropped_pages(source)
+    script = "import sys; sys.stdout.write(sys.stdin.read().upper()); sys.stderr.write('dd says\\n'); sys.exit(4)"
+    done = subprocess.run([sys.executable, "-c", wrapper, str(source), sys.executable, "-c", script], input="a\nb\n",
+                          capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (4, "A\nB\n", "dd says\n")
+    marker = tmp_path / "ran"
+    failed = subprocess.run([sys.executable, "-c", wrapper, str(tmp_path / "gone"), "touch", str(marker)],
+                            capture_output=True, text=True, check=False)
+    assert failed.returncode != 0 and "gone" in failed.stderr and not marker.exists()
     if cold is None or cold > 0:
         pytest.skip("fincore is missing, or the file system keeps its pages (tmpfs): residency not checked")
     assert _resident_pages(source) == (4 << 20) // os.sysconf("SC_PAGE_SIZE")
