@@ -228,11 +228,11 @@ def test_ratio_rows_and_groups():
     records = [
         _record("h1", "ram", "ram", "seq_write", "write", bw_bytes=1000),
         _record("h1", "disk", "disk", "seq_write", "write", bw_bytes=100),
-        _record("h1", "ram", "ram", "fsync", "sync", clat_ns_p99=10),
-        _record("h1", "disk", "disk", "fsync", "sync", clat_ns_p99=1000),
+        _record("h1", "ram", "ram", "fsync", "sync", clat_ns_mean=10),
+        _record("h1", "disk", "disk", "fsync", "sync", clat_ns_mean=1000),
         _record("h2", "ram", "ram", "seq_write", "write", bw_bytes=400),
         _record("h2", "disk", "disk", "seq_write", "write", bw_bytes=100),
-        _record("h2", "disk", "disk", "fsync", "sync", clat_ns_p99=1000),   # no RAM figure: no ratio
+        _record("h2", "disk", "disk", "fsync", "sync", clat_ns_mean=1000),   # no RAM figure: no ratio
     ]
     rows = _bench.ratio_rows(records)
     assert [(r["host"], r["test"], r["ratio"]) for r in rows] == [
@@ -279,13 +279,17 @@ def test_median(values, expected):
 
 def test_summarize_takes_the_median_and_the_range_of_the_runs():
     runs = [_record("h1", "ram", "ram", "seq_write", "write", bw_bytes=value, iops=value / 10.0, clat_ns_p99=p99,
-                    round=number) for number, (value, p99) in enumerate(((300, 9), (100, 7), (200, 8)), 1)]
+                    clat_ns_mean=p99 / 2.0, round=number)
+            for number, (value, p99) in enumerate(((300, 9), (100, 7), (200, 8)), 1)]
     runs.append(_record("h1", "disk", "disk", "seq_write", "write", bw_bytes=50, round=1))
     summary = _bench.summarize(runs)
     assert len(summary) == 2 and all(set(r) == set(_bench.COLUMNS) for r in summary)
     ram = summary[0]
     assert (ram["bw_bytes"], ram["bw_bytes_min"], ram["bw_bytes_max"], ram["runs"]) == (200, 100, 300, 3)
     assert (ram["iops"], ram["clat_ns_p99"], ram["clat_ns_p99_min"], ram["clat_ns_p99_max"]) == (20.0, 8, 7, 9)
+    # The mean latency carries its spread too: fdatasync is compared by it.
+    assert (ram["clat_ns_mean"], ram["clat_ns_mean_min"], ram["clat_ns_mean_max"]) == (4.0, 3.5, 4.5)
+    assert ram["clat_ns_mean_gmean"] == pytest.approx((3.5 * 4.5 * 4.0) ** (1 / 3.0))
     assert summary[1]["runs"] == 1 and summary[1]["bw_bytes_min"] == summary[1]["bw_bytes_max"] == 50
 
 
@@ -295,8 +299,8 @@ def test_ratio_rows_say_no_clear_difference_when_the_runs_overlap():
         _record("h1", "ram", "ram", "seq_write", "write", bw_bytes=105, bw_bytes_min=90, bw_bytes_max=110, runs=3),
         _record("h1", "disk", "disk", "seq_write", "write", bw_bytes=100, bw_bytes_min=95, bw_bytes_max=120, runs=3),
         # Latency: RAM 10-12 ns, disk 900-1100 ns: clear, disk over RAM.
-        _record("h1", "ram", "ram", "fsync", "sync", clat_ns_p99=10, clat_ns_p99_min=10, clat_ns_p99_max=12, runs=3),
-        _record("h1", "disk", "disk", "fsync", "sync", clat_ns_p99=1000, clat_ns_p99_min=900, clat_ns_p99_max=1100,
+        _record("h1", "ram", "ram", "fsync", "sync", clat_ns_mean=10, clat_ns_mean_min=10, clat_ns_mean_max=12, runs=3),
+        _record("h1", "disk", "disk", "fsync", "sync", clat_ns_mean=1000, clat_ns_mean_min=900, clat_ns_mean_max=1100,
                 runs=3),
     ]
     rows = dict((row["test"], row) for row in _bench.ratio_rows(records))
@@ -445,11 +449,11 @@ def test_memory_samples_summary_and_warnings():
 
 def test_compare_runs_counts_a_move_only_beyond_the_spread():
     before = [_record("h1", "ram", "ram", "seq_write", "write", bw_bytes=100, bw_bytes_min=90, bw_bytes_max=110),
-              _record("h1", "ram", "ram", "fsync", "sync", clat_ns_p99=1000, clat_ns_p99_min=900, clat_ns_p99_max=1100),
+              _record("h1", "ram", "ram", "fsync", "sync", clat_ns_mean=1000, clat_ns_mean_min=900, clat_ns_mean_max=1100),
               _record("h1", "ram", "ram", "randrw", "read", iops=50, iops_min=40, iops_max=60)]
     after = [_record("h1", "ram", "ram", "seq_write", "write", bw_bytes=105, bw_bytes_min=95, bw_bytes_max=115),
              # Latency halved, clear of the old range: better, factor 2.
-             _record("h1", "ram", "ram", "fsync", "sync", clat_ns_p99=500, clat_ns_p99_min=450, clat_ns_p99_max=550),
+             _record("h1", "ram", "ram", "fsync", "sync", clat_ns_mean=500, clat_ns_mean_min=450, clat_ns_mean_max=550),
              _record("h1", "ram", "ram", "randrw", "read", iops=20, iops_min=18, iops_max=25),
              _record("h2", "ram", "ram", "randrw", "read", iops=20)]   # not in the earlier run
     rows = dict((row["test"], row) for row in _bench.compare_runs(before, after))
