@@ -1070,9 +1070,16 @@ for _seed in SEEDS:
             TEST_TITLES[_row[:3]] = _row[5]
 
 
+# A compared figure whose test reports several: its title says which one the ratio is taken from.
+FIGURE_TITLES = {
+    ("fio", "fsync", "sync", "clat_ns_mean"): "fdatasync after 4 KiB writes, mean latency (fio)",
+}
+
+
 def figure_title(tool, test, op, metric):
-    """What a compared figure is called: the seed's own title, else the test's."""
-    return SEED_TITLES.get((tool, test, op, metric)) or test_title(tool, test, op)
+    """What a compared figure is called: the seed's own title, else the figure's, else the test's."""
+    return (SEED_TITLES.get((tool, test, op, metric)) or FIGURE_TITLES.get((tool, test, op, metric))
+            or test_title(tool, test, op))
 
 
 # pg_test_fsync's sections, by the first words of their heading, and the test name each gets.

@@ -311,7 +311,7 @@ def test_ratio_rows_say_no_clear_difference_when_the_runs_overlap():
     sync = rows["fsync"]
     assert (sync["clear"], sync["words"], sync["ratio"]) == (True, "\u00d7100 lower", 100.0)
     assert (sync["ratio_low"], sync["ratio_high"]) == (75.0, 110.0)
-    assert sync["title"] == "fdatasync after 4 KiB writes (fio)"
+    assert sync["title"] == "fdatasync after 4 KiB writes, mean latency (fio)"
 
 
 def test_groups_with_the_same_hosts_are_one_row():
