@@ -5,9 +5,10 @@ Runs playbooks/benchmark.yml on the lab (which must be up: `make lab`, the Makef
 twice, with the same profile and two run ids, and compares the two results.json: for each host, RAM
 target, disk target and test, the two ratios (each taken between the geometric means of the profile's runs)
 agree when the larger is at most 1.25 times the smaller. Prints the share that agree beside the target (80% for
-quick, 90% for standard), the comparisons that disagree most, and how often each run called a
-comparison "no clear difference". Then the role against fio run directly, taking turns on one tmpfs: per job
-figure, the median of the turns' role/fio ratios (target within 10%). Run through `make bench-stability`
+quick, 90% for standard), the comparisons that disagree most, per test how many disagree and which side
+(the disk's figure or the RAM target's) moved more, and how often each run called a comparison "no clear
+difference". Then the role against fio run directly, taking turns on one tmpfs: per job figure, the median of the
+turns' role/fio ratios (target within 10%). Run through `make bench-stability`
 (PROFILE=standard for the other); `--direct-only RUN_ID` repeats only that check, `--direct FILE` reprints a saved one.
 """
 
@@ -242,6 +243,42 @@ def figures_moved(one, two, keys):
     return dict((side, (sum(found.values()), len(found))) for side, found in figures.items())
 
 
+def gmeans(results):
+    """Each target's geometric mean of its runs, per host, target and figure, from results.json's records: the two
+    sides a ratio is taken between."""
+    found = {}
+    for record in results.get("records", ()):
+        for name, value in record.items():
+            if name.endswith("_gmean") and value:
+                found[(record["host"], record["label"], record["tool"], record["test"], record["op"],
+                       name[:-len("_gmean")])] = float(value)
+    return found
+
+
+def disagreement_by_test(first, second, keys):
+    """Per test (the ratio's title): how many of its comparisons disagree by more than AGREE between the two runs,
+    out of how many, and in how many of those the disk's geometric mean moved more between the runs than the RAM
+    target's (the rest: RAM moved more). Rows whose sides the records do not give count as neither."""
+    one, two = ratios(first), ratios(second)
+    sides_one, sides_two = gmeans(first), gmeans(second)
+    table = {}
+    for key in keys:
+        a, b = one[key], two[key]
+        counts = table.setdefault(key[3], [0, 0, 0, 0])
+        counts[1] += 1
+        if max(a["ratio"], b["ratio"]) / min(a["ratio"], b["ratio"]) <= AGREE:
+            continue
+        counts[0] += 1
+        moves = {}
+        for side, label in (("ram", a["ram_label"]), ("disk", a["disk_label"])):
+            figure = (a["host"], label, a["tool"], a["test"], a["op"], a["metric"])
+            if sides_one.get(figure) and sides_two.get(figure):
+                moves[side] = max(sides_one[figure], sides_two[figure]) / min(sides_one[figure], sides_two[figure])
+        if len(moves) == 2:
+            counts[2 if moves["disk"] >= moves["ram"] else 3] += 1
+    return sorted(((title,) + tuple(counts) for title, counts in table.items()), key=lambda row: (-row[1], row[0]))
+
+
 def check_direct(results, profile, saved):
     direct = direct_fio(results, os.path.join(RESULTS, results["run_id"]), profile, saved)
     if direct:
@@ -303,6 +340,10 @@ def main():
     print("the figures behind the ratios that moved more than %.2fx between the runs: disk %d of %d, RAM %d of %d "
           "(a disk figure is the denominator of one ratio per RAM target of its host)"
           % ((AGREE,) + moved["disk"] + moved["ram"]))
+    print("the comparisons that disagree, by test (which side's geometric mean moved more between the runs):")
+    for title, disagree, total, disk, ram in disagreement_by_test(first, second, keys):
+        if disagree:
+            print("  %d of %d %s: the disk in %d, RAM in %d" % (disagree, total, title, disk, ram))
     print("the comparisons that moved most between the runs (ratio in run 1, run 2):")
     for factor, key, a, b in sorted(spread, reverse=True)[:8]:
         print("  %5.2fx  %s %s vs %s, %s: %.3g, %.3g" % (factor, key[0], key[1], key[2], key[3], a, b))

@@ -94,3 +94,27 @@ def test_run_gaps_read_fios_own_clock(stability):
             {"timestamp_ms": 6000, "jobs": [{"job_start": 4750}]}]
     assert stability.run_gaps(docs) == [0.8, None, 0.75]
     assert stability.run_gaps(docs[:1]) == []
+
+
+def run_results(ram, disk, title="sequential write (fio)", host="lab-db"):
+    """One run's results.json as far as disagreement_by_test reads it: per RAM target label its geometric mean, one
+    disk (the denominator of every ratio), and the ratio rows the report takes between them."""
+    records = [{"host": host, "label": label, "tool": "fio", "test": "seq_write", "op": "write",
+                "bw_bytes_gmean": value} for label, value in list(ram.items()) + [("disk", disk)]]
+    rows = [{"host": host, "ram_label": label, "disk_label": "disk", "title": title, "tool": "fio",
+             "test": "seq_write", "op": "write", "metric": "bw_bytes", "ratio": value / disk} for label, value in ram.items()]
+    return {"records": records, "ratios": rows}
+
+
+def test_disagreements_are_counted_per_test_with_the_side_that_moved(stability):
+    # The disk slowed from 100 to 70 between the runs (1.43x): both ratios on it disagree, led by the disk. On
+    # another host a RAM target moved from 1000 to 700 while its disk held (RAM led); its other target held.
+    first = run_results({"tmp": 1000.0, "cache": 500.0}, 100.0)
+    second = run_results({"tmp": 1000.0, "cache": 500.0}, 70.0)
+    other_first = run_results({"tmp": 1000.0, "pg": 800.0}, 100.0, host="lab-build")
+    other_second = run_results({"tmp": 700.0, "pg": 820.0}, 100.0, host="lab-build")
+    for run, other in ((first, other_first), (second, other_second)):
+        run["records"] += other["records"]
+        run["ratios"] += other["ratios"]
+    keys = sorted(set(stability.ratios(first)) & set(stability.ratios(second)))
+    assert stability.disagreement_by_test(first, second, keys) == [("sequential write (fio)", 3, 4, 2, 1)]
