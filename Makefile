@@ -66,8 +66,11 @@ unit: setup
 hostile: setup
 	bash scripts/test/hostile.sh
 
-# ansible-test sanity on each supported ansible-core (requirements/sanity-core-*.txt), one venv each.
+# ansible-test sanity on each supported ansible-core (requirements/sanity-core-*.txt), one venv each; 2.20 and
+# later on Debian 13's Python 3.13, in the controller container (scripts/test/controller.sh).
 sanity: setup
+	bash scripts/lab/dockerd.sh
+	bash scripts/lab/images.sh trixie-controller
 	bash scripts/test/sanity.sh --all
 
 # Every scenario of molecule/ (or SCENARIOS="a b"), one after the other, with the time each took.
@@ -84,9 +87,10 @@ test-vm: setup vm-image
 build: setup
 	bash scripts/test/build.sh
 
-# The built tarball, installed into an empty collections path, runs every lab playbook by its collection
-# name with each supported ansible-core (requirements/sanity-core-*.txt), all at once, each on lab
-# containers of its own (pkg217-lab-*, ...); a `make demo` lab is left alone.
+# The built tarball, installed into an empty collections path, runs the lab playbooks by their collection
+# names with each supported ansible-core (requirements/sanity-core-*.txt; 2.20 and later from the
+# controller container), all at once, each on lab containers of its own (pkg217-lab-*, ...); a `make demo`
+# lab is left alone.
 tarball-lab: build
 	bash scripts/lab/dockerd.sh
 	bash scripts/lab/images.sh
@@ -97,8 +101,9 @@ tarball-lab: build
 ee: setup
 	bash scripts/test/ee.sh
 
-# Every suite above, in two lanes at once (scripts/test/all.sh): lint to ee and then the VM scenario, beside
-# the container scenarios. One line per suite; each suite's whole output is in build/test/<suite>.log.
+# Every suite above, on two lanes at once that take the next suite from one queue, longest first
+# (scripts/test/all.sh). One line per suite; each suite's whole output is in build/test/<suite>.log; at
+# the end each suite's time, each lane's idle time and the total.
 test: setup
 	bash scripts/test/all.sh
 

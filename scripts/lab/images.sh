@@ -3,7 +3,7 @@
 # An image is rebuilt only when its recipe (suite, package list, this script) changes: the recipe's
 # hash is stored as a label on the image.
 # Usage: scripts/lab/images.sh [bookworm] [trixie] [bookworm-postgresql] [bookworm-metrics] [trixie-build]
-#        (default: all five; `make demo` asks for all but bookworm-metrics)
+#        [trixie-controller]   (default: all six; `make demo` asks for the lab's four)
 #
 # Speed, for the first run on a fresh machine: the two base images (bookworm, trixie) are debootstrapped
 # at the same time, with their downloaded packages kept in .cache/debootstrap so that a rebuild fetches
@@ -21,13 +21,16 @@ CACHE=$PWD/.cache/debootstrap
 # the 15/main cluster and enables it (nothing starts in the chroot). bookworm-metrics has Debian's
 # prometheus-node-exporter for molecule/metrics. trixie-build is the lab's builder host and the benchmark
 # scenario's Debian 13 instance: a C compiler, make, and Lua's sources from Debian's source package in
-# /usr/local/src/lua (SOURCE), a real code base for the benchmark's compile test.
+# /usr/local/src/lua (SOURCE), a real code base for the benchmark's compile test. trixie-controller is not a
+# lab host: it runs ansible-core 2.20 and later, which need Python 3.12 or newer, on Debian 13's own Python for
+# the tests (scripts/test/controller.sh), with git and shellcheck for ansible-test.
 declare -A TAG=([bookworm]=12 [trixie]=13 [bookworm-postgresql]=12-postgresql [bookworm-metrics]=12-metrics
-                [trixie-build]=13-build)
+                [trixie-build]=13-build [trixie-controller]=13-controller)
 declare -A SUITE=([bookworm]=bookworm [trixie]=trixie)
-declare -A BASE=([bookworm-postgresql]=bookworm [bookworm-metrics]=bookworm [trixie-build]=trixie)
+declare -A BASE=([bookworm-postgresql]=bookworm [bookworm-metrics]=bookworm [trixie-build]=trixie
+                 [trixie-controller]=trixie)
 declare -A EXTRA=([bookworm-postgresql]=postgresql [bookworm-metrics]=prometheus-node-exporter
-                  [trixie-build]="gcc make libc6-dev")
+                  [trixie-build]="gcc make libc6-dev" [trixie-controller]="python3-venv git ca-certificates shellcheck")
 declare -A SOURCE=([trixie-build]=lua5.4)
 
 # shellcheck source=scripts/lab/mirror.sh
@@ -136,10 +139,10 @@ run_all() {
 }
 
 wanted=("$@")
-((${#wanted[@]})) || wanted=(bookworm trixie bookworm-postgresql bookworm-metrics trixie-build)
+((${#wanted[@]})) || wanted=(bookworm trixie bookworm-postgresql bookworm-metrics trixie-build trixie-controller)
 bases=() derived=()
 for name in "${wanted[@]}"; do
-  [[ -n ${TAG[$name]:-} ]] || { echo "images.sh: unknown image '$name' (bookworm, trixie, bookworm-postgresql, bookworm-metrics or trixie-build)" >&2; exit 2; }
+  [[ -n ${TAG[$name]:-} ]] || { echo "images.sh: unknown image '$name' (${!TAG[*]})" >&2; exit 2; }
   if [[ -n ${SUITE[$name]:-} ]]; then bases+=("$name"); else derived+=("$name"); fi
 done
 # A derived image needs its base up to date first.

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Every test suite, in two lanes that run at the same time, so `make test` stays well under CI's limit on a
-# machine with 2 cores: most of a molecule scenario's time is spent waiting on containers, not computing.
-#   lane 1: lint, unit, hostile, sanity, build, tarball-lab, ee, then the VM scenario (qemu, about 19 minutes)
-#   lane 2: the container scenarios of molecule/, one after the other (they share this machine's kernel)
+# Every test suite, on two lanes that run at the same time and take the next suite from one queue, longest
+# first, so both lanes end close together on a machine with 2 cores (a molecule scenario mostly waits on its
+# containers, the VM on qemu). The queue's order comes from each suite's time in CI's runs (EXPECTED below).
+# Suites that need another first run as one item: build, then tarball-lab; vm-image, then molecule-vm.
 # Each suite writes its whole output to build/test/<suite>.log; the terminal gets one line per suite, and the
-# last 150 lines of a failed suite's log. A failed suite stops its lane; the other lane runs to its end, so one
-# run shows every failure. Run after `make setup` (the Makefile's `test` target does it).
+# last 150 lines of a failed suite's log. A failed suite does not stop the others, so one run shows every failure.
+# At the end: each suite's time, each lane's busy and idle time, the total. Run after `make setup`.
 # Usage: scripts/test/all.sh [--scenarios "a b ..."]   (the container scenarios; all of molecule/ but vm if none)
+#        LANES=N for another number of lanes (2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 started=$SECONDS
 logs=build/test
 rm -rf "$logs"
 mkdir -p "$logs"
+lanes=${LANES:-2}
+[[ $lanes =~ ^[1-9]$ ]] || { echo "test: LANES must be 1 to 9, not '$lanes'" >&2; exit 2; }
 
 scenarios=
 if [[ ${1:-} == --scenarios ]]; then
@@ -21,61 +24,95 @@ else
   scenarios=$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -n1 basename | grep -vx vm | sort | xargs)
 fi
 
-# What both lanes need, once: the container engine and the lab images (both lanes start containers).
+# Seconds each item took in CI, for the queue's order only (an unknown suite counts as 300).
+declare -A EXPECTED=([vm-image+molecule-vm]=1200 [build+tarball-lab]=900 [sanity]=420 [hostile]=300
+                     [molecule-benchmark]=400 [molecule-metrics]=300 [molecule-zram]=260 [molecule-tmpfs_invalid]=260
+                     [molecule-database]=240 [molecule-tmpfs]=180 [molecule-policy]=160 [molecule-policy_invalid]=160
+                     [molecule-ramfs]=150 [molecule-tmpfs_absent]=150 [molecule-survey]=110 [unit]=110 [lint]=90
+                     [ee]=5)
+# The command of each suite.
+declare -A COMMAND=([lint]="bash scripts/test/lint.sh" [unit]=".venv/bin/python -m pytest tests/unit -q"
+                    [hostile]="bash scripts/test/hostile.sh" [sanity]="bash scripts/test/sanity.sh --all"
+                    [build]="bash scripts/test/build.sh" [tarball-lab]="bash scripts/test/tarball_lab.sh --all"
+                    [ee]="bash scripts/test/ee.sh" [vm-image]="bash scripts/lab/vm_image.sh"
+                    [molecule-vm]="bash scripts/test/molecule.sh vm")
+items=(lint unit hostile sanity build+tarball-lab ee vm-image+molecule-vm)
+for scenario in $scenarios; do
+  COMMAND[molecule-$scenario]="bash scripts/test/molecule.sh $scenario"
+  items+=("molecule-$scenario")
+done
+for item in "${items[@]}"; do
+  printf '%s %s\n' "${EXPECTED[$item]:-300}" "$item"
+done | sort -k1,1nr -k2,2 | cut -d' ' -f2 > "$logs/queue"
+
+# What every lane needs, once: the container engine and the lab images.
 bash scripts/lab/dockerd.sh > "$logs/images.log" 2>&1
 if ! bash scripts/lab/images.sh >> "$logs/images.log" 2>&1; then
   tail -n 60 "$logs/images.log"
   echo "test: FAILED: the lab images (log: $logs/images.log)"
   exit 1
 fi
-echo "test: lab images ready ($((SECONDS - started)) s)"
+echo "test: lab images ready ($((SECONDS - started)) s); $lanes lanes, queue: $(xargs < "$logs/queue")"
+
+# The next item of the queue (empty when there is none), taken under a lock: lanes pop at the same time.
+pop() {
+  local fd item
+  exec {fd}>> "$logs/queue.lock"
+  flock "$fd"
+  item=$(head -n 1 "$logs/queue")
+  sed -i '1d' "$logs/queue"
+  exec {fd}>&-
+  printf '%s' "$item"
+}
 
 # One suite: its command's output into its log, one line to the terminal. Returns the command's status.
 suite() {
-  local name=$1
-  shift
-  local began=$SECONDS
-  if "$@" > "$logs/$name.log" 2>&1; then
-    echo "test: $name passed ($((SECONDS - began)) s)"
-    echo "$name" >> "$logs/passed"
+  local lane=$1 name=$2 began=$SECONDS
+  # The command is one of COMMAND's fixed strings above; word splitting makes its arguments.
+  # shellcheck disable=SC2086
+  if ${COMMAND[$name]} > "$logs/$name.log" 2>&1; then
+    echo "test: [lane $lane] $name passed ($((SECONDS - began)) s)"
+    echo "$name $((SECONDS - began)) passed" >> "$logs/times"
   else
-    echo "test: $name FAILED after $((SECONDS - began)) s; the end of $logs/$name.log:"
+    echo "test: [lane $lane] $name FAILED after $((SECONDS - began)) s; the end of $logs/$name.log:"
     tail -n 150 "$logs/$name.log" | sed "s/^/test: [$name]   /"
+    echo "$name $((SECONDS - began)) FAILED" >> "$logs/times"
     echo "$name" >> "$logs/failed"
     return 1
   fi
 }
 
-lane1() {
-  suite lint bash scripts/test/lint.sh &&
-    suite unit .venv/bin/python -m pytest tests/unit -q &&
-    suite hostile bash scripts/test/hostile.sh &&
-    suite sanity bash scripts/test/sanity.sh --all &&
-    suite build bash scripts/test/build.sh &&
-    suite tarball-lab bash scripts/test/tarball_lab.sh --all &&
-    suite ee bash scripts/test/ee.sh &&
-    suite vm-image bash scripts/lab/vm_image.sh &&
-    suite molecule-vm bash scripts/test/molecule.sh vm
-}
-
-lane2() {
-  local scenario
-  for scenario in $scenarios; do
-    suite "molecule-$scenario" bash scripts/test/molecule.sh "$scenario" || return 1
+lane() {
+  local lane=$1 began=$SECONDS busy=0 item name t0
+  while item=$(pop) && [[ -n $item ]]; do
+    t0=$SECONDS
+    IFS=+ read -ra names <<< "$item"
+    for name in "${names[@]}"; do
+      # A suite whose first part failed is not run; the first part's failure says why.
+      suite "$lane" "$name" || { [[ $name == "${names[-1]}" ]] || echo "test: [lane $lane] not run: ${item#*+} (after $name failed)"; break; }
+    done
+    busy=$((busy + SECONDS - t0))
   done
+  echo "$lane $busy $((SECONDS - began))" >> "$logs/lanes"
 }
 
-lane1 &
-one=$!
-lane2 &
-two=$!
-wait "$one" || true
-wait "$two" || true
+lanes_began=$SECONDS
+pids=()
+for ((n = 1; n <= lanes; n++)); do
+  lane "$n" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid" || true; done
+wall=$((SECONDS - lanes_began))
 
-passed=$(wc -l < "$logs/passed" 2> /dev/null || echo 0)
+echo "test: suites by time: $(sort -k2,2nr "$logs/times" | awk '{ printf "%s%s %s s", sep, $1, $2; sep = ", " }')"
+while read -r n busy _; do
+  echo "test: lane $n busy $busy s, idle $((wall - busy)) s of the lanes' $wall s"
+done < <(sort -n "$logs/lanes")
+passed=$(grep -c ' passed$' "$logs/times" || true)
 if [[ -s $logs/failed ]]; then
   echo "test: FAILED: $(xargs < "$logs/failed") ($passed passed; logs in $logs/, $((SECONDS - started)) s)"
   exit 1
 fi
 echo "test: lint, unit, hostile, sanity, build, tarball-lab, ee and the molecule scenarios ($scenarios vm) all passed"
-echo "suites: $passed passed, 0 failed ($((SECONDS - started)) s; logs in $logs/)"
+echo "suites: $passed passed, 0 failed (total $((SECONDS - started)) s, of which the lab images $((lanes_began - started)) s; logs in $logs/)"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs `ansible-test sanity` for Python 3.11 on a fresh copy of the collection, offline.
+# Runs `ansible-test sanity` on a fresh copy of the collection, offline, for the Python of the venv that runs the
+# ansible-core (3.11 on this machine; Debian 13's 3.13 in the controller container for 2.20 and later).
 # Usage: scripts/test/sanity.sh [--core X.Y | --all] [more ansible-test sanity options, e.g. --test pep8]
 #   --core X.Y  use the ansible-core pinned in requirements/sanity-core-X.Y.txt, in .cache/venv-core-X.Y
 #               (or .venv when it has that very version; scripts/test/core_venv.sh makes it)
@@ -10,7 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-PYTHON_VERSION=3.11
 core=
 all=
 extra=()
@@ -66,8 +66,9 @@ if [[ -n $core ]]; then
   venv=$(bash scripts/test/core_venv.sh "$core")
 fi
 [[ -x $venv/bin/ansible-test ]] || { echo "sanity: $venv/bin/ansible-test missing; run scripts/bootstrap.sh" >&2; exit 2; }
-core_version=$("$venv/bin/python" -c 'import ansible; print(ansible.__version__)')
-echo "sanity: ansible-core $core_version from $venv"
+read -r core_version python_version home < <("$venv/bin/python" -c 'import ansible, os, sys
+print(ansible.__version__, "%d.%d" % sys.version_info[:2], os.path.expanduser("~"))')
+echo "sanity: ansible-core $core_version on Python $python_version from $venv"
 
 # ansible-test bootstraps pip in each venv it makes with get-pip.py from a host we cannot reach;
 # the file name carries the pip version this ansible-test asks for.
@@ -77,7 +78,7 @@ source = open(os.path.join(os.path.dirname(ansible_test.__file__), '_internal', 
 print(re.search(r"""\bpip\s*=\s*['"]([0-9.]+)['"]""", source).group(1))
 EOF
 )
-standin=$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py
+standin=$home/.ansible/test/cache/get_pip_${pip_version//./_}.py
 if [[ -f $standin ]] && ! grep -q "Offline stand-in for pip's get-pip.py" "$standin"; then
   echo "sanity: keeping the real get-pip $pip_version already at $standin"
 elif ! cmp -s scripts/test/get_pip_standin.py "$standin"; then
@@ -106,9 +107,9 @@ git init -q "$copy"
 echo "sanity: copied $(find "$copy" -type f | wc -l) files to $copy"
 
 log=$work/sanity-$core_version.log
-echo "sanity: running ansible-test sanity --venv --python $PYTHON_VERSION ${extra[*]} (log: $log)"
+echo "sanity: running ansible-test sanity --venv --python $python_version ${extra[*]} (log: $log)"
 rc=0
-(cd "$copy" && "$OLDPWD/$venv/bin/ansible-test" sanity --venv --python "$PYTHON_VERSION" --color no "${extra[@]}") \
+(cd "$copy" && "$OLDPWD/$venv/bin/ansible-test" sanity --venv --python "$python_version" --color no "${extra[@]}") \
   > "$log" 2>&1 || rc=$?
 
 # Summary from ansible-test's own messages; the full output stays in the log.

@@ -44,3 +44,13 @@ def run_module_process(module_name, tmp_path, args, timeout=300):
     proc = subprocess.run([sys.executable, "-m", module_name, str(args_file)], capture_output=True, text=True,
                           env=env, timeout=timeout, check=False)
     return json.loads(proc.stdout)
+
+
+def load_script(relative_path, name):
+    """Import one of the repo's scripts (e.g. scripts/test/deprecations.py) as a module named NAME."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO_ROOT, relative_path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

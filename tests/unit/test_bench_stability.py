@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,16 +10,15 @@ import sys
 
 import pytest
 
+from conftest import load_script
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO_ROOT, "scripts", "bench", "stability.py")
 
 
 @pytest.fixture(scope="module")
 def stability():
-    spec = importlib.util.spec_from_file_location("bench_stability", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/bench/stability.py", "bench_stability")
 
 
 def turns(role, fio, job="seq_write", op="write", metric="bw_bytes"):
