@@ -1,4 +1,4 @@
-"""After every bad request, and after a restart: nothing of the role's is on the host."""
+"""After every bad request: nothing of the role's is on the host."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real state after the ramfs scenario, read again after the instance restarts."""
+"""Real state after the ramfs role, read again after the instance restarts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real state after the tmpfs scenario, read again after the instance restarts."""
+"""Real state after the tmpfs role, read again after the instance restarts."""
 
 from __future__ import annotations
 
