@@ -79,7 +79,7 @@ molecule: setup vm-image
 	bash scripts/lab/images.sh
 	bash scripts/test/molecule.sh $(SCENARIOS)
 
-# The VM scenario (brd, zram, tmpfs through a real reboot under qemu TCG; about 19 minutes): part of
+# The VM scenario (brd, zram, tmpfs through a real reboot under qemu TCG; about 10 minutes): part of
 # `make test` (the end of its first lane); this runs it alone.
 test-vm: setup vm-image
 	bash scripts/test/molecule.sh vm
