@@ -80,7 +80,7 @@ molecule: setup vm-image
 	bash scripts/test/molecule.sh $(SCENARIOS)
 
 # The VM scenario (brd, zram, tmpfs through a real reboot under qemu TCG; about 10 minutes): part of
-# `make test` (the end of its first lane); this runs it alone.
+# `make test`; this runs it alone.
 test-vm: setup vm-image
 	bash scripts/test/molecule.sh vm
 
