@@ -66,6 +66,13 @@ unit: setup
 hostile: setup
 	bash scripts/test/hostile.sh
 
+# ramdisk_apply's transactions on this machine's own kernel, as root, each case in a private mount namespace
+# (tests/transaction/transaction.py): a run killed before each of its journal writes and during its copy, then run
+# again; 2 and 5 runs at once; a full /etc. Nothing hidden, the end state of one whole run, refusals that say why.
+.PHONY: transaction
+transaction: setup
+	bash scripts/test/transaction.sh
+
 # ansible-test sanity on each supported ansible-core (requirements/sanity-core-*.txt), one venv each; 2.20 and
 # later on Debian 13's Python 3.13, in the controller container (scripts/test/controller.sh).
 sanity: setup

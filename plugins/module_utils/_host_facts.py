@@ -8,11 +8,13 @@ once per run before it decides anything. It only reads /proc, /sys and statvfs.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
 import stat
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 from ansible_collections.ramdisk.provision.plugins.module_utils._gate import tmp_gate
 from ansible_collections.ramdisk.provision.plugins.module_utils._metrics import CONFIG as METRICS_CONFIG, PEAK_RECORD
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
@@ -37,6 +39,9 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._tree import is_
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram import (
     device_number,
     device_usage,
+    kernel_zram_algorithms,
+    max_swap_areas,
+    parse_kernel_config,
     read_device,
     swap_devs,
 )
@@ -229,7 +234,22 @@ def _module_present(release, names):
     return False
 
 
-def support_facts(filesystems, release, container, zram_devices=()):
+def kernel_config(release):
+    """The running kernel's build config as {option: value}, or None where no copy of it can be read."""
+    try:
+        with gzip.open("/proc/config.gz", "rt", errors="replace") as handle:
+            return parse_kernel_config(handle.read())
+    except (IOError, OSError, EOFError, ValueError):
+        pass
+    for pattern in ("/boot/config-%s", "/lib/modules/%s/config", "/usr/lib/modules/%s/config"):
+        text = _read(pattern % release)
+        if text:
+            return parse_kernel_config(text)
+    return None
+
+
+def support_facts(filesystems, release, container, zram_devices=(), config=None, crypto_text=None):
+    """What the kernel offers. CONFIG: kernel_config(); CRYPTO_TEXT: /proc/crypto (both read here when None)."""
     modules_disabled = (_read("/proc/sys/kernel/modules_disabled", "0") or "0").strip() == "1"
     zram = bool(
         os.path.exists("/sys/class/zram-control")
@@ -240,26 +260,61 @@ def support_facts(filesystems, release, container, zram_devices=()):
     brd = bool(os.path.exists("/sys/module/brd") or (not modules_disabled and _module_present(release, ("brd",))))
     # The kernel offers the same algorithms on every device; the first one tells.
     algorithms = list(zram_devices[0]["algorithms_offered"]) if zram_devices else []
+    if config is None:
+        config = kernel_config(release)
+    if algorithms:
+        offered, offered_from = algorithms, "the comp_algorithm of %s" % zram_devices[0]["device"]
+    else:
+        # No device to ask (making one to ask would change the host): the kernel's config, or its crypto API.
+        offered, offered_from = kernel_zram_algorithms(
+            release, config, crypto_text if crypto_text is not None else _read("/proc/crypto", ""),
+            None if modules_disabled else (lambda name: _module_present(release, (name,))))
+    swap_areas_max, swap_areas_basis = max_swap_areas(release, config)
     return {
         "tmpfs": "tmpfs" in filesystems,
         "ramfs": "ramfs" in filesystems,
         "zram": zram,
         "brd": brd,
         "zram_algorithms": algorithms,
+        # What zram takes here even with no device yet, and what says so ([] and None where nothing can tell).
+        "zram_algorithms_offered": list(offered),
+        "zram_algorithms_from": offered_from,
+        # The most swap areas the kernel takes (MAX_SWAPFILES), worked out: see _zram.SWAP_TYPES.
+        "swap_areas_max": swap_areas_max,
+        "swap_areas_basis": swap_areas_basis,
         "tmpfs_noswap": kernel_at_least(release, (6, 4)),
         "container": container,
         "kernel": release,
     }
 
 
-def zram_facts(mountinfo, swaps):
-    """One entry per zram device, in number order."""
+# Where the zram role records the device each entry got (its __zram_conf_dir; ramdisk_plan's ZRAM_RECORD_DIR).
+ZRAM_RECORD_DIR = _host_paths.ZRAM_RECORD_DIR
+
+
+def zram_records(record_dir=ZRAM_RECORD_DIR):
+    """zramN -> the name of the zram_devices entry whose record (<name>.conf, DEVICE=zramN) names it."""
+    out = {}
+    try:
+        names = sorted(name for name in os.listdir(record_dir) if name.endswith(".conf"))
+    except OSError:
+        return out
+    for name in names:
+        for line in (_read(os.path.join(record_dir, name)) or "").splitlines():
+            if line.startswith("DEVICE=") and device_number(line[7:].strip()) is not None:
+                out[line[7:].strip()] = name[:-5]
+    return out
+
+
+def zram_facts(mountinfo, swaps, records=None):
+    """One entry per zram device, in number order; RECORDS: zram_records(), read here when None."""
     try:
         names = sorted((name for name in os.listdir("/sys/block") if device_number(name) is not None),
                        key=device_number)
     except OSError:
         names = []
     devs = swap_devs(swaps, os.stat)
+    records = zram_records() if records is None else records
     devices = []
     for name in names:
         state = read_device(name, _read)
@@ -282,6 +337,8 @@ def zram_facts(mountinfo, swaps):
             "used_as": usage["used_as"],
             "mountpoint": usage["mountpoints"][0] if usage["mountpoints"] else None,
             "swap_priority": usage["swap_priority"],
+            # The zram_devices entry the zram role made it for, by its records; None for a device it did not make.
+            "entry": records.get(name),
         })
     return devices
 
@@ -324,7 +381,7 @@ def container_facts():
 
 
 # Where the mount role records what it made (ramdisk_plan's RECORD_DIR): a ramfs's declared max_size is there.
-RECORD_DIR = "/etc/ramdisk-provision/mounts"
+RECORD_DIR = _host_paths.RECORD_DIR
 
 
 def declared_sizes(record_dir=RECORD_DIR):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_steps
 from ansible_collections.ramdisk.provision.plugins.module_utils._brd_plan import plan_brd
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import review_persist
@@ -46,7 +47,7 @@ POLICY_PREFIX = "ramdisk_mounts__"
 SETTABLE_KEYS = tuple(key for key in ALL_KEYS if key != "path")
 SCAN_TIMEOUT_MAX = 3600
 # Where the mount role records each mount it made (see roles/mount/vars/main.yml).
-RECORD_DIR = "/etc/ramdisk-provision/mounts"
+RECORD_DIR = _host_paths.RECORD_DIR
 
 
 def lookalike_warnings(names, host):

@@ -19,13 +19,9 @@ from __future__ import annotations
 import hashlib
 import re
 
-STAGE_ROOT = "/run/ramdisk-provision/lower"
-UNIT_DIR = "/etc/systemd/system"
-TMPFILES_DIR = "/etc/tmpfiles.d"
-DROPIN = "/etc/systemd/system/tmp.mount.d/50-ramdisk-provision.conf"
-RECORD_DIR = "/etc/ramdisk-provision/mounts"
-# The boot-time copy unit's [Install] WantedBy: enabling it makes this link.
-SEED_WANTS = "/etc/systemd/system/local-fs.target.wants"
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
+
+DROPIN = _host_paths.TMP_DROPIN
 
 
 def token(path):
@@ -117,12 +113,12 @@ def item(entry, vendor_tmp, systemd, paths=None):
     if "use_dropin" not in entry:
         out["use_dropin"] = bool(entry["path"] == "/tmp" and entry.get("fstype") == "tmpfs" and vendor_tmp and systemd)
     out["seeded"] = bool(entry.get("migrate") and not entry.get("persist") and entry["path"] != "/tmp")
-    out["stage"] = "%s/%s" % (STAGE_ROOT, out["token"])
+    out["stage"] = "%s/%s" % (_host_paths.STAGE_ROOT, out["token"])
     out["files"] = {
-        "seed": "%s/ramdisk-seed-%s.service" % (UNIT_DIR, out["token"]),
-        "seed_link": "%s/ramdisk-seed-%s.service" % (SEED_WANTS, out["token"]),
-        "tmpfiles": "%s/ramdisk-provision-%s.conf" % (TMPFILES_DIR, out["token"]),
-        "record": "%s/%s.json" % (RECORD_DIR, out["token"]),
+        "seed": _host_paths.seed_unit_file(out["token"]),
+        "seed_link": _host_paths.seed_link(out["token"]),
+        "tmpfiles": _host_paths.tmpfiles_file(out["token"]),
+        "record": _host_paths.record_file(out["token"]),
     }
     out["texts"] = {
         "seed": seed_unit(entry, out["stage"]) if out["seeded"] else None,
@@ -134,9 +130,9 @@ def item(entry, vendor_tmp, systemd, paths=None):
     if not isinstance(out.get("steps"), dict):
         found = (paths or {}).get(entry["path"]) or (paths or {}).get(entry.get("path_given") or entry["path"]) or {}
         out["steps"] = default_steps(out, systemd, bool(found.get("exists")))
-    # Moving data in (migrate) and keeping it in a backing (persist) take a task tree of their own, one entry
-    # at a time; every other entry is one loop item of each task its steps ask for.
-    out["deep"] = bool(entry.get("action") == "migrate" or entry.get("persist"))
+    # Keeping data in a backing (persist) takes a task tree of its own, one entry at a time; ramdisk_apply
+    # carries out every other entry, migrate included.
+    out["deep"] = bool(entry.get("persist"))
     out["todo"] = todo(out)
     return out
 

@@ -11,7 +11,11 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_zram_algorithms
+from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
+    kernel_at_least,
+    parse_kernel_release,
+    parse_zram_algorithms,
+)
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import format_size, round_up_pages
 
 MIB = 1024 ** 2
@@ -38,6 +42,27 @@ MM_STAT_FIELDS = (
 SWAP_CYCLE_NUMERATOR = 5
 SWAP_CYCLE_DENOMINATOR = 4
 SWAP_CYCLE_MARGIN_BYTES = 256 * MIB
+
+# MAX_SWAPFILES (include/linux/swap.h): a swap entry in a page table keeps its swap type in 5 bits, so there are 32
+# types, and the kernel keeps some of them for entries that are not swap: device-private memory (4.14: 2, 5.14: 4
+# with device-exclusive entries, 6.15: 3, counted as 4), page migration (3 since 5.19, counted as 3 throughout),
+# hardware-poisoned pages, PTE markers (5.19 with CONFIG_PTE_MARKER, always since 6.2) and swap-in errors (5.19 to
+# 6.1). Nothing in /proc or /sys says how many, so max_swap_areas() works it out from the kernel's version and
+# config, each range at its largest, and all of them where the config cannot be read: the figure is never above
+# the kernel's (28 on a 6.18 without device-private memory and memory failure, measured; 23 on a 6.12 and 22 on a
+# 6.1 with all of them). Past it, swapon fails with EPERM, after the devices before it were set up.
+SWAP_TYPES = 32
+# zram's hot_add has no limit of its own (an IDR without a bound; num_devices only sets how many are made at load),
+# so the swap areas are the limit a request of zram devices meets.
+
+# zram's own compressors since Linux 6.12 (drivers/block/zram/zcomp.c, in its order): CONFIG_ZRAM_BACKEND_<X>.
+ZRAM_BACKEND_NAMES = (("LZO", ("lzo-rle", "lzo")), ("LZ4", ("lz4",)), ("LZ4HC", ("lz4hc",)), ("ZSTD", ("zstd",)),
+                      ("DEFLATE", ("deflate",)), ("842", ("842",)))
+# Before 6.12 zram takes any compressor of the crypto API (crypto_has_comp, which loads its module), such as these.
+CRYPTO_COMPRESSORS = (("CONFIG_CRYPTO_LZO", ("lzo", "lzo-rle")), ("CONFIG_CRYPTO_LZ4", ("lz4",)),
+                      ("CONFIG_CRYPTO_LZ4HC", ("lz4hc",)), ("CONFIG_CRYPTO_ZSTD", ("zstd",)),
+                      ("CONFIG_CRYPTO_DEFLATE", ("deflate",)), ("CONFIG_CRYPTO_842", ("842",)))
+_CRYPTO_COMPRESSION_TYPES = ("compression", "scomp", "acomp")
 
 ACTIONS = ("ok", "create", "configure", "reset-then-configure", "cycle-swap", "reboot-required")
 _DEVICE_RE = re.compile(r"^zram(\d+)$")
@@ -325,3 +350,99 @@ def unavailable_reason(control_exists, devices, sys_read_only, container=None):
             "host's /sys read-write and its /dev (-v /sys:/sys:rw -v /dev:/dev), or manage zram on the host."
             % where)
     return None
+
+
+def parse_kernel_config(text):
+    """A kernel config (/proc/config.gz, /boot/config-<release>) as {option: value}; options not set are left out."""
+    options = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key.startswith("CONFIG_"):
+            options[key] = value.strip().strip('"')
+    return options
+
+
+def max_swap_areas(release, config):
+    """(the most swap areas this kernel takes, how that was worked out); see SWAP_TYPES.
+
+    CONFIG: parse_kernel_config() output, or None when the config cannot be read.
+    """
+    version = parse_kernel_release(release or "")
+
+    def since(minimum):
+        # A release that cannot be read counts as one that has it.
+        return not version or kernel_at_least(release, minimum)
+
+    def option(name):
+        return config is None or config.get(name) == "y"
+
+    reserved = []
+    if since((4, 14)) and option("CONFIG_DEVICE_PRIVATE"):
+        reserved.append((4 if since((5, 14)) else 2, "device-private memory"))
+    if option("CONFIG_MIGRATION"):
+        reserved.append((3, "page migration"))
+    if option("CONFIG_MEMORY_FAILURE"):
+        reserved.append((1, "hardware-poisoned pages"))
+    after_6_2 = bool(version) and kernel_at_least(release, (6, 2))
+    if since((5, 19)) and (after_6_2 or option("CONFIG_PTE_MARKER")):
+        reserved.append((1, "PTE markers"))
+    if since((5, 19)) and not after_6_2:
+        reserved.append((1, "swap-in errors"))
+    limit = SWAP_TYPES - sum(count for count, _what in reserved)
+    basis = "%d swap types less %s, on Linux %s %s" % (
+        SWAP_TYPES, ", ".join("%d for %s" % item for item in reserved) or "none", release or "(version unknown)",
+        "as its config has it" if config is not None else "with every option counted, as its config is unreadable")
+    return limit, basis
+
+
+def parse_crypto_compressors(text):
+    """The names of the compression algorithms in /proc/crypto, in order, once each."""
+    names = []
+    name = None
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            name = None
+            continue
+        key, value = key.strip(), value.strip()
+        if key == "name":
+            name = value
+        elif key == "type" and value in _CRYPTO_COMPRESSION_TYPES and name and name not in names:
+            names.append(name)
+    return names
+
+
+def kernel_zram_algorithms(release, config, crypto_text=None, module_present=None):
+    """(algorithms, source) zram takes on this kernel, for when no zram device shows its comp_algorithm.
+
+    Since 6.12 zram has its own compressors, chosen at build time (CONFIG_ZRAM_BACKEND_*), and /proc/crypto says
+    nothing about them; only the config tells. Before, zram takes what the crypto API has, built in or as a module.
+    CONFIG: parse_kernel_config() or None; CRYPTO_TEXT: /proc/crypto; MODULE_PRESENT(name): the module is there to
+    load (None: modules cannot be loaded). Returns ([], None) when it cannot be known.
+    """
+    if config is not None and any(key.startswith("CONFIG_ZRAM_BACKEND_") for key in config):
+        names = [name for suffix, group in ZRAM_BACKEND_NAMES if config.get("CONFIG_ZRAM_BACKEND_" + suffix) == "y"
+                 for name in group]
+        # A vendor's own compressors (CONFIG_ZRAM_BACKEND_LZ4K and the like) come after, by their own names.
+        known = set("CONFIG_ZRAM_BACKEND_" + suffix for suffix, _group in ZRAM_BACKEND_NAMES)
+        names += [key[len("CONFIG_ZRAM_BACKEND_"):].lower() for key, value in sorted(config.items())
+                  if key.startswith("CONFIG_ZRAM_BACKEND_") and key not in known and value == "y"
+                  and key != "CONFIG_ZRAM_BACKEND_FORCE_ANY"]
+        return (names, "the kernel's config (CONFIG_ZRAM_BACKEND_*)") if names else ([], None)
+    if not parse_kernel_release(release or "") or kernel_at_least(release, (6, 12)):
+        return [], None
+    if config is not None:
+        names = [name for option, group in CRYPTO_COMPRESSORS
+                 if config.get(option) == "y" or (config.get(option) == "m" and module_present is not None)
+                 for name in group]
+        source = "the kernel's config (CONFIG_CRYPTO_*)"
+    else:
+        names = parse_crypto_compressors(crypto_text)
+        if module_present is not None:
+            names += [name for _option, group in CRYPTO_COMPRESSORS for name in group
+                      if name not in names and module_present(name)]
+        source = "/proc/crypto and the kernel's modules"
+    if not kernel_at_least(release, (5, 1)):
+        # lzo-rle came with 5.1.
+        names = [name for name in names if name != "lzo-rle"]
+    return (names, source) if names else ([], None)

@@ -29,6 +29,31 @@ ENTRY_KEYS = (
     "mode", "owner", "group", "discard", "noatime", "nosuid", "nodev", "noexec", "options", "migrate", "persist",
     "label",
 )
+# The one set of defaults under every zram entry, whichever door it comes through: the zram role (its
+# zram_device_defaults, empty unless set, are merged over these key by key), ramdisk_plan's zram_devices and the
+# policy's zram entries (whose own settings come first). Documented in the zram role's argument spec.
+DEVICE_DEFAULTS = {
+    "state": "present",
+    # None keeps the kernel's default compressor, which is always offered.
+    "algorithm": None,
+    "mem_limit": None,
+    # Above any disk swap (those default to -2 and below), so zram fills first.
+    "priority": 100,
+    "fstype": "ext4",
+    "mkfs_options": [],
+    "mode": "0755",
+    "owner": "root",
+    "group": "root",
+    "discard": True,
+    "noatime": False,
+    "nosuid": True,
+    "nodev": True,
+    "noexec": False,
+    "options": [],
+    "migrate": False,
+    # Off; for a file system only.
+    "persist": None,
+}
 USES = ("swap", "filesystem")
 STATES = ("present", "absent")
 # Kernel swap priorities: -1 lets the kernel choose, 0..32767 are set by hand (swapon(8)).
@@ -43,14 +68,21 @@ def unit_name(name):
 
 
 def plan_zram(devices, facts, host="localhost", var_name="zram_devices", defaults=None):
-    """Validate and plan zram devices. Returns {'devices': [...], 'errors': [...]}."""
+    """Validate and plan zram devices. Returns {'devices': [...], 'errors': [...]}.
+
+    DEFAULTS (zram_device_defaults, plus allow_algorithm_fallback) go over DEVICE_DEFAULTS, key by key; a key set
+    to None there leaves the shipped default.
+    """
     errors = []
     planned = []
     facts = facts or {}
-    defaults = dict(defaults or {})
+    defaults = dict(DEVICE_DEFAULTS, **dict((key, value) for key, value in (defaults or {}).items()
+                                            if value is not None or key not in DEVICE_DEFAULTS))
     mem_total = (facts.get("memory") or {}).get("total_bytes")
     support = facts.get("support") or {}
-    offered = list(support.get("zram_algorithms") or [])
+    # What zram takes here: a device's comp_algorithm, else the kernel's config or crypto API (ramdisk_facts).
+    offered = list(support.get("zram_algorithms") or support.get("zram_algorithms_offered") or [])
+    offered_from = support.get("zram_algorithms_from") or "comp_algorithm"
 
     if devices is None:
         devices = []
@@ -100,8 +132,8 @@ def plan_zram(devices, facts, host="localhost", var_name="zram_devices", default
                 entry.error("algorithm", algorithm, "not an algorithm name", "Use a name such as lz4 or zstd.")
             elif offered and algorithm not in offered and not _as_bool(
                     entry, "allow_algorithm_fallback", values.get("allow_algorithm_fallback", False)):
-                entry.error("algorithm", algorithm, "not offered by this host's kernel, which offers %s"
-                            % ", ".join(offered), "Choose one of those, or allow the fallback "
+                entry.error("algorithm", algorithm, "not offered by this host's kernel, which offers %s (from %s)"
+                            % (", ".join(offered), offered_from), "Choose one of those, or allow the fallback "
                             "(zram_allow_algorithm_fallback: true) to take the best one offered.")
 
         priority = values.get("priority")
@@ -143,6 +175,7 @@ def plan_zram(devices, facts, host="localhost", var_name="zram_devices", default
             "mount": mount,
         })
 
+    errors.extend(swap_area_errors(planned, facts, host, var_name))
     mounted = [device["mount"] for device in planned if device["mount"] and device["state"] == "present"]
     for inner in mounted:
         for outer in mounted:
@@ -155,6 +188,45 @@ def plan_zram(devices, facts, host="localhost", var_name="zram_devices", default
         if device["mount"] is not None:
             _decide(device["mount"], facts, host, var_name, errors)
     return {"devices": planned, "errors": errors}
+
+
+def swap_area_errors(planned, facts, host, var_name):
+    """The swap areas the planned devices add must fit in what the kernel takes (support.swap_areas_max).
+
+    Counted in list order, as the zram role works: /proc/swaps now, less a device of an entry going absent, plus
+    each swap entry present whose device (by the zram role's records, facts' zram[].entry) is not swap yet.
+    """
+    support = facts.get("support") or {}
+    limit = support.get("swap_areas_max")
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        return []
+    now = len((facts.get("swap") or {}).get("devices") or ())
+    swapping = set(device.get("entry") for device in facts.get("zram") or ()
+                   if device.get("entry") and device.get("used_as") == "swap")
+    count = now
+    over = None
+    new = 0
+    for device in planned:
+        if device["use"] != "swap":
+            continue
+        if device["state"] == "absent":
+            count -= 1 if device["name"] in swapping else 0
+        elif device["name"] not in swapping:
+            count += 1
+            new += 1
+            if count > limit and over is None:
+                over = (device, count)
+    errors = []
+    if over is not None:
+        device, area = over
+        errors.append("Host %s: %s.use is 'swap': it would be swap area %d on this host, and this kernel takes at most "
+                      "%d (MAX_SWAPFILES: %s); %d in /proc/swaps now, and %s asks for %d more. Ask for at most %d new "
+                      "zram swap devices here (one device of their combined size swaps as well as several), or turn "
+                      "other swap off first."
+                      % (host, device["label"], area, limit,
+                         support.get("swap_areas_basis") or "worked out on the host", now, var_name, new,
+                         max(limit - now, 0)))
+    return errors
 
 
 def _size(entry, key, value, mem_total, required):

@@ -21,8 +21,12 @@ description:
   - Tries what only the kernel and mkfs can judge. Each new or changed tmpfs and ramfs is mounted once with
     its exact options in a private mount namespace, which nobody else sees, and goes with it. mkfs runs in
     its dry-run mode on a sparse file of each zram or brd device's size.
-  - Never changes the host. With errors, it still succeeds, and the caller refuses the request (the role
+  - Changes nothing of the request. With errors, it still succeeds, and the caller refuses the request (the role
     does so before its first change).
+  - One exception, first of all - when a run of M(ramdisk.provision.ramdisk_apply) died and left its journal
+    (C(/var/lib/ramdisk-provision/journal.jsonl)), it finishes or undoes what the journal lists, under the host
+    lock, before it reads the host, and returns what it did in RV(recovered); in check mode, or with
+    O(recover=false), it only says what it would do.
 author: ramdisk.provision maintainers (@ramdisk-provision)
 options:
   host:
@@ -94,6 +98,15 @@ options:
     description: Try each new or changed tmpfs and ramfs, and mkfs, before the change.
     type: bool
     default: true
+  recover:
+    description: Finish or undo what a run that died left in the journal before planning. When false (a survey),
+      only say what recovery would do.
+    type: bool
+    default: true
+  lock_timeout:
+    description: Seconds to wait for the host lock when there is something to recover.
+    type: int
+    default: 300
 extends_documentation_fragment:
   - ramdisk.provision._attributes
   - ramdisk.provision._attributes.check_mode_full
@@ -126,6 +139,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+recovered:
+  description: What a run that died had left half done, and whether it was finished (forward) or undone (back);
+    in check mode, or with O(recover=false), what would be done.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"path": "/var/cache/build", "action": "migrate", "way": "back", "boot": "same"}]
 errors:
   description: Every reason to refuse the request, one sentence each; empty when it can go ahead.
   returned: always
@@ -149,7 +169,8 @@ policy:
            "within": true, "counted": []}, "gates": []}
 tmpfs:
   description: The tmpfs mounts, each with its action (mount, migrate, remount, ok, unmount, absent-ok), options
-    (with uid= and gid=) and the record the mount role keeps of it.
+    (with uid= and gid=), the record the mount role keeps of it, and what was mounted on top of its path when the
+    plan was made (C(seen.mount_id), null when nothing), which M(ramdisk.provision.ramdisk_apply) checks.
   returned: always
   type: list
   elements: dict
@@ -210,14 +231,18 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
+from ansible_collections.ramdisk.provision.plugins.module_utils._executor import Executor, StepError, recover
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_facts import TMP, _read, gather
+from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
+from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, plan_host
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import normalize_path, path_text_problem
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
 
-ZRAM_RECORD_DIR = "/etc/ramdisk-provision/zram"
-PERSIST_CONF_DIR = "/etc/ramdisk-provision/persist"
-UNIT_DIR = "/etc/systemd/system"
+ZRAM_RECORD_DIR = _host_paths.ZRAM_RECORD_DIR
+PERSIST_CONF_DIR = _host_paths.PERSIST_CONF_DIR
+UNIT_DIR = _host_paths.UNIT_DIR
 
 
 class HostView(object):
@@ -457,6 +482,34 @@ def _paths(sources, swap_devices, backend_requests=None):
     return out
 
 
+def _recover(module, params):
+    """What a run that died left in the journal, finished or undone before the host is read (only said in check
+    mode, or with recover false), so that the plan is made from a host with nothing half done."""
+    if not os.path.exists(_host_paths.JOURNAL):
+        return []
+    host = params["host"]
+    check = module.check_mode or not params["recover"]
+    executor = Executor(lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}),
+                        os.path.isdir("/run/systemd/system"), host, check=check)
+    lock = None
+    try:
+        if not check:
+            client = (os.environ.get("SSH_CLIENT") or "").split()
+            lock = HostLock(holder={"run": "plan", "controller": client[0] if client else "local connection"})
+            lock.acquire(params["lock_timeout"])
+        return recover(executor, Journal(_host_paths.JOURNAL))
+    except LockHeld as exc:
+        module.fail_json(msg="Host %s: a run that died left changes half done, and another run holds the host "
+                             "lock, so this one changed nothing: %s" % (host, exc))
+    except (JournalError, StepError, OSError) as exc:
+        module.fail_json(msg="Host %s: recovering what an earlier run left failed: %s. The journal %s keeps it; "
+                             "run again once the cause is fixed." % (host, exc, _host_paths.JOURNAL))
+    finally:
+        if lock is not None:
+            lock.release()
+    return []
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -476,6 +529,8 @@ def main():
             backend_requests=dict(type="dict"),
             trial=dict(type="bool", default=True),
             zram_persistence=dict(type="str", default="units"),
+            recover=dict(type="bool", default=True),
+            lock_timeout=dict(type="int", default=300),
         ),
         supports_check_mode=True,
     )
@@ -483,6 +538,7 @@ def main():
     if not os.path.exists("/proc/self/mountinfo"):
         module.fail_json(msg="Host %s: /proc/self/mountinfo is missing: ramdisk_plan needs Linux with /proc mounted."
                          % params["host"])
+    recovered = _recover(module, params)
     scan_timeout = params["scan_timeout"]
     if isinstance(scan_timeout, str):
         try:
@@ -492,8 +548,9 @@ def main():
     usable_timeout = scan_timeout if isinstance(scan_timeout, (int, float)) and 0 <= scan_timeout <= 3600 else 10
     try:
         facts = gather(_paths(params["sources"], params["swap_devices"], params["backend_requests"]), usable_timeout)
+        mountinfo = parse_mountinfo(_read("/proc/self/mountinfo") or "")
         facts["all_mounts"] = [{"path": mount["mount_point"], "fstype": mount["fstype"], "source": mount["source"]}
-                               for mount in parse_mountinfo(_read("/proc/self/mountinfo") or "")]
+                               for mount in mountinfo]
     except (IOError, OSError) as exc:
         module.fail_json(msg="Host %s: could not read the host's memory and mounts: %s." % (params["host"], exc))
     request = dict((key, params[key]) for key in ("sources", "purposes", "purpose_overrides", "state", "budget",
@@ -503,14 +560,20 @@ def main():
     request["defaults"] = params["defaults"] if params["defaults"] is not None else {}
     request["scan_timeout"] = scan_timeout
     result = plan_host(request, facts, HostView(module, params["trial"]), host=params["host"])
+    # What each planned path had on top when the plan was made: ramdisk_apply refuses to act on a path that
+    # changed since (another run got there first).
+    top = dict((mount["mount_point"], mount["mount_id"]) for mount in mountinfo)
+    for entry in (result.get("tmpfs") or []) + (result.get("ramfs") or []):
+        entry["seen"] = {"mount_id": top.get(entry["path"])}
     facts.pop("all_mounts", None)
     # Under its own key: a module's result may no longer carry warnings itself (ansible-core 2.19).
     result["plan_warnings"] = result.pop("warnings")
     for warning in result["plan_warnings"]:
         module.warn(warning)
     # The roles only ask whether it is systemd; with this, no second facts gathering is needed for it.
-    module.exit_json(changed=False, ansible_facts={"ramdisk": facts, "service_mgr": HostView(module).service_manager()},
-                     **result)
+    result["recovered"] = recovered
+    module.exit_json(changed=bool(recovered) and not module.check_mode and params["recover"],
+                     ansible_facts={"ramdisk": facts, "service_mgr": HostView(module).service_manager()}, **result)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_facts
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
 from ansible_collections.ramdisk.provision.tests.unit.plugins.module_utils.test__procfs import DOCKER_MOUNTINFO
@@ -65,3 +67,38 @@ def test_peak_record_of_the_metrics_collector():
     assert _host_facts.peak_facts("") == {}
     assert _host_facts.peak_facts("{not json") == {}
     assert _host_facts.peak_facts('{"version": 2, "paths": {}}') == {}
+
+
+def test_zram_records_name_the_entry_of_each_device(tmp_path):
+    (tmp_path / "swap.conf").write_text("NAME=swap\nDEVICE=zram2\nSIZE=1073741824\n")
+    (tmp_path / "build.conf").write_text("DEVICE=zram0\n")
+    (tmp_path / "broken.conf").write_text("DEVICE=../sda\n")
+    (tmp_path / "notes.txt").write_text("DEVICE=zram5\n")
+    assert _host_facts.zram_records(str(tmp_path)) == {"zram2": "swap", "zram0": "build"}
+    assert _host_facts.zram_records(str(tmp_path / "missing")) == {}
+
+
+@pytest.mark.parametrize("release, config, crypto, offered, source, swap_max", [
+    # 6.12 and later: the config names zram's own compressors; /proc/crypto is not asked.
+    ("6.18.44", {"CONFIG_ZRAM_BACKEND_LZO": "y", "CONFIG_ZRAM_BACKEND_LZ4": "y", "CONFIG_MIGRATION": "y"},
+     "name : deflate\ntype : compression\n", ["lzo-rle", "lzo", "lz4"], "CONFIG_ZRAM_BACKEND_*", 28),
+    ("6.1.0", {"CONFIG_CRYPTO_LZ4": "y"}, "name : lzo-rle\ntype : scomp\n", ["lz4"], "CONFIG_CRYPTO_*", 31),
+    ("6.1.0", None, "name : lzo-rle\ntype : scomp\n", ["lzo-rle"], "/proc/crypto", 22),
+    ("6.18.44", {}, "", [], None, 31),
+])
+def test_support_tells_what_zram_takes_without_a_device(monkeypatch, release, config, crypto, offered, source,
+                                                        swap_max):
+    monkeypatch.setattr(_host_facts, "_module_present", lambda release, names: False)
+    monkeypatch.setattr(_host_facts, "kernel_config", lambda release: None)  # config=None: no copy to read
+    support = _host_facts.support_facts({"tmpfs"}, release, None, (), config=config, crypto_text=crypto)
+    assert support["zram_algorithms"] == []
+    assert support["zram_algorithms_offered"] == offered
+    assert (support["zram_algorithms_from"] is None) if source is None else source in support["zram_algorithms_from"]
+    assert support["swap_areas_max"] == swap_max
+
+
+def test_support_takes_a_device_first():
+    device = {"device": "zram0", "algorithms_offered": ["lzo", "zstd"]}
+    support = _host_facts.support_facts({"tmpfs"}, "6.18.44", None, (device,), config={}, crypto_text="")
+    assert support["zram_algorithms"] == support["zram_algorithms_offered"] == ["lzo", "zstd"]
+    assert support["zram_algorithms_from"] == "the comp_algorithm of zram0"

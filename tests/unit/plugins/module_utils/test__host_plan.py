@@ -425,3 +425,58 @@ def test_a_policy_zram_entry_takes_zram_device_defaults():
     assert result["errors"] == [], result["errors"]
     assert result["zram"][0]["algorithm"] == "lz4"
     assert "discard" not in result["zram"][0]["mount"]["options"]
+
+
+# --- zram: the kernel's limits and one set of defaults, decided before any change -------------------------
+
+
+class XfsView(FakeView):
+    """A host with mkfs.xfs, which (xfsprogs 5.19 and later) makes no file system under 300 MiB."""
+
+    def __init__(self, **extra):
+        super(XfsView, self).__init__(mkfs=("ext4", "xfs"), **extra)
+
+    def mkfs_dry_run(self, fstype, size_bytes, options):
+        if fstype == "xfs" and size_bytes < 300 * 1024 * 1024:
+            return "Filesystem must be larger than 300MB"
+        return super(XfsView, self).mkfs_dry_run(fstype, size_bytes, options)
+
+
+def _zram_host(**support):
+    host = facts()
+    host["support"].update(support)
+    return host
+
+
+@pytest.mark.parametrize("entries, swap_devices, host, phrase", [
+    # site.yml and the ramdisk role plan zram_devices the zram role's way: a swap entry without priority is fine.
+    ([], [{"name": "swap", "use": "swap", "size": "1G"}], _zram_host(), None),
+    # 40 swap devices on a kernel that takes 28 swap areas: refused before the first swapon.
+    ([], [{"name": "s%d" % index, "use": "swap", "size": "16M"} for index in range(40)],
+     _zram_host(swap_areas_max=28, swap_areas_basis="32 swap types less 4"),
+     "Host h1: zram_devices[28].use is 'swap': it would be swap area 29 on this host, and this kernel takes at most 28 "
+     "(MAX_SWAPFILES: 32 swap types less 4); 0 in /proc/swaps now, and zram_devices asks for 40 more."),
+    # No zram device yet: what the kernel offers comes from its config, for the policy and zram_devices alike.
+    ([{"path": "/srv/z", "backend": "zram", "size": "64M", "algorithm": "zstd"}], None,
+     _zram_host(zram_algorithms=[], zram_algorithms_offered=["lzo-rle", "lzo", "lz4"], zram_algorithms_from="config"),
+     "Host h1: ramdisk_mounts[0].algorithm is 'zstd': not offered by this host's kernel, which offers lzo-rle, lzo, "
+     "lz4 (from config)."),
+    ([], [{"name": "swap", "use": "swap", "size": "1G", "algorithm": "zstd"}],
+     _zram_host(zram_algorithms=[], zram_algorithms_offered=["lz4"], zram_algorithms_from="config"),
+     "Host h1: zram_devices[0].algorithm is 'zstd': not offered by this host's kernel, which offers lz4"),
+    # A file system mkfs cannot make at that size: tried with mkfs's dry run on a sparse file, for both doors.
+    ([{"path": "/srv/z", "backend": "zram", "size": "64M", "fstype": "xfs"}], None, _zram_host(),
+     "Host h1: ramdisk_mounts[0].size is '64M': mkfs.xfs refused a device of 67108864 bytes (Filesystem must be "
+     "larger than 300MB)."),
+    ([], [{"name": "fs", "use": "filesystem", "size": "64M", "fstype": "xfs", "path": "/srv/z"}], _zram_host(),
+     "Host h1: zram_devices[0].size is '64M': mkfs.xfs refused a device of 67108864 bytes"),
+    ([], [{"name": "fs", "use": "filesystem", "size": "512M", "fstype": "xfs", "path": "/srv/z"}], _zram_host(), None),
+])
+def test_zram_limits_are_refused_in_the_plan(entries, swap_devices, host, phrase):
+    result = plan(entries, view=XfsView(), host_facts=host, swap_devices=swap_devices)
+    if phrase is None:
+        assert result["errors"] == [], result["errors"]
+        for device in result["zram_swap"]:
+            assert device["priority"] == (100 if device["use"] == "swap" else None)
+        return
+    assert any(phrase in error for error in result["errors"]), result["errors"]

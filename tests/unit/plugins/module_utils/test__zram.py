@@ -13,9 +13,13 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._zram import (
     decide,
     device_number,
     device_usage,
+    kernel_zram_algorithms,
     lowest_free_number,
+    max_swap_areas,
     parse_comp_algorithm,
+    parse_crypto_compressors,
     parse_dev,
+    parse_kernel_config,
     parse_mm_stat,
     read_device,
     removal_blocker,
@@ -325,3 +329,99 @@ def test_unavailable_reason(control, devices, read_only, container, words):
 @pytest.mark.parametrize("control, devices", [(True, []), (False, ["zram0"]), (True, ["zram0", "zram1"])])
 def test_available(control, devices):
     assert unavailable_reason(control, devices, False) is None
+
+
+# --- what the kernel takes, read without making a device ---------------------------------------------
+
+# The lab's 6.18 (/proc/config.gz): swapon of the 29th zram swap device failed with EPERM, 28 were taken.
+LAB_CONFIG = parse_kernel_config("""
+CONFIG_SWAP=y
+CONFIG_MIGRATION=y
+# CONFIG_DEVICE_PRIVATE is not set
+CONFIG_PTE_MARKER_UFFD_WP=y
+CONFIG_ZRAM=y
+CONFIG_ZRAM_BACKEND_LZ4=y
+# CONFIG_ZRAM_BACKEND_ZSTD is not set
+CONFIG_ZRAM_BACKEND_LZO=y
+CONFIG_ZRAM_DEF_COMP="lzo-rle"
+CONFIG_CRYPTO_DEFLATE=y
+CONFIG_CRYPTO_LZO=y
+""")
+EVERY_OPTION = {"CONFIG_DEVICE_PRIVATE": "y", "CONFIG_MIGRATION": "y", "CONFIG_MEMORY_FAILURE": "y",
+                "CONFIG_PTE_MARKER": "y"}
+
+
+def test_kernel_config_is_parsed():
+    assert LAB_CONFIG["CONFIG_ZRAM_DEF_COMP"] == "lzo-rle"
+    assert "CONFIG_DEVICE_PRIVATE" not in LAB_CONFIG and LAB_CONFIG["CONFIG_MIGRATION"] == "y"
+
+
+@pytest.mark.parametrize("release, config, limit", [
+    ("6.18.44-fc-v669", LAB_CONFIG, 28),  # measured: 28 swapons, the 29th refused
+    ("6.12.43+deb13-amd64", EVERY_OPTION, 23),
+    ("6.1.0-37-amd64", EVERY_OPTION, 22),  # swap-in errors still had a type of their own
+    ("6.1.0-37-amd64", {"CONFIG_MIGRATION": "y"}, 28),  # no PTE_MARKER before 6.2: only what the config sets
+    ("5.10.0-30-amd64", EVERY_OPTION, 26),  # before device-exclusive entries, PTE markers and swap-in errors
+    ("4.9.0", {"CONFIG_MIGRATION": "y"}, 29),
+    # Unreadable config: every option counted, so never above the kernel's own figure.
+    ("6.18.44-fc-v669", None, 23),
+    ("6.1.0-37-amd64", None, 22),
+    ("", None, 22),
+    (None, None, 22),
+])
+def test_max_swap_areas(release, config, limit):
+    found, basis = max_swap_areas(release, config)
+    assert found == limit, basis
+    assert basis.startswith("32 swap types less ")
+
+
+def test_max_swap_areas_says_how_it_was_worked_out():
+    assert max_swap_areas("6.18.44-fc-v669", LAB_CONFIG)[1] == (
+        "32 swap types less 3 for page migration, 1 for PTE markers, on Linux 6.18.44-fc-v669 as its config has it")
+    assert "every option counted, as its config is unreadable" in max_swap_areas("6.18.44", None)[1]
+
+
+PROC_CRYPTO = """name         : lzo-rle
+driver       : lzo-rle-scomp
+module       : kernel
+type         : scomp
+
+name         : sha256
+driver       : sha256-generic
+type         : shash
+
+name         : deflate
+driver       : deflate-generic
+type         : compression
+
+name         : lz4
+driver       : lz4-scomp
+type         : acomp
+"""
+
+
+def test_crypto_compressors():
+    assert parse_crypto_compressors(PROC_CRYPTO) == ["lzo-rle", "deflate", "lz4"]
+    assert parse_crypto_compressors("") == []
+
+
+@pytest.mark.parametrize("release, config, crypto, modules, offered, source", [
+    # 6.12 and later: zram's own compressors, only in the config; /proc/crypto (deflate here) says nothing of them.
+    ("6.18.44-fc-v669", LAB_CONFIG, PROC_CRYPTO, None, ["lzo-rle", "lzo", "lz4"], "CONFIG_ZRAM_BACKEND_*"),
+    ("6.12.43", {"CONFIG_ZRAM_BACKEND_ZSTD": "y", "CONFIG_ZRAM_BACKEND_LZ4K": "y",
+                 "CONFIG_ZRAM_BACKEND_FORCE_ANY": "y"}, "", None, ["zstd", "lz4k"], "CONFIG_ZRAM_BACKEND_*"),
+    ("6.18.0", None, PROC_CRYPTO, None, [], None),  # no config: nothing tells
+    # Before 6.12: the crypto API, built in or a module crypto_has_comp() would load.
+    ("6.1.0-37-amd64", {"CONFIG_CRYPTO_LZO": "y", "CONFIG_CRYPTO_ZSTD": "m", "CONFIG_CRYPTO_LZ4": "m"}, "",
+     lambda name: True, ["lzo", "lzo-rle", "lz4", "zstd"], "CONFIG_CRYPTO_*"),
+    ("6.1.0-37-amd64", {"CONFIG_CRYPTO_LZO": "y", "CONFIG_CRYPTO_ZSTD": "m"}, "", None, ["lzo", "lzo-rle"],
+     "CONFIG_CRYPTO_*"),  # modules cannot be loaded
+    ("6.1.0-37-amd64", None, PROC_CRYPTO, lambda name: name == "zstd", ["lzo-rle", "deflate", "lz4", "zstd"],
+     "/proc/crypto"),
+    ("4.19.0", None, PROC_CRYPTO, None, ["deflate", "lz4"], "/proc/crypto"),  # lzo-rle came with 5.1
+    ("", None, PROC_CRYPTO, None, [], None),
+])
+def test_kernel_zram_algorithms(release, config, crypto, modules, offered, source):
+    found, said = kernel_zram_algorithms(release, config, crypto, modules)
+    assert found == offered
+    assert (said is None) if source is None else (source in said)

@@ -114,6 +114,10 @@ def test_support_and_gate(facts):
         assert support["tmpfs"] is ("tmpfs" in handle.read())
     assert support["kernel"] == os.uname().release
     assert isinstance(support["zram_algorithms"], list)
+    # What zram takes even with no device yet, and the most swap areas the kernel takes (worked out, never above it).
+    assert isinstance(support["zram_algorithms_offered"], list)
+    assert (support["zram_algorithms_from"] is None) is (support["zram_algorithms_offered"] == [])
+    assert 1 <= support["swap_areas_max"] <= 32 and support["swap_areas_basis"].startswith("32 swap types less ")
     assert support["container"] in (None, "docker", "podman", "lxc", "systemd-nspawn") or support["container"]
     gate = ramdisk["tmp_gate"]
     assert gate["path"] == "/tmp"
@@ -160,7 +164,8 @@ def test_zram_list_matches_sysfs(facts):
     assert isinstance(zram, list)
     for entry in zram:
         assert set(entry) == {"device", "path", "disksize_bytes", "algorithm", "algorithms_offered", "mem_limit_bytes",
-                              "mm_stat", "compression_ratio", "used_as", "mountpoint", "swap_priority"}
+                              "mm_stat", "compression_ratio", "used_as", "mountpoint", "swap_priority",
+                              "entry"}
         assert entry["path"] == "/dev/" + entry["device"]
         assert entry["used_as"] in ("swap", "filesystem", "other", "unused")
     if zram:

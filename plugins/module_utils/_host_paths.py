@@ -1,0 +1,53 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Every path and name the collection uses on a managed host, in one place.
+
+Modules and module_utils import these; the roles' vars/main.yml repeat a few of them for the tasks that still
+name files in YAML, and tests/unit/plugins/module_utils/test__host_paths.py checks that they agree.
+"""
+
+from __future__ import annotations
+
+# What survives a reboot: records of what the collection made, and its configs.
+ETC_DIR = "/etc/ramdisk-provision"
+RECORD_DIR = ETC_DIR + "/mounts"
+ZRAM_RECORD_DIR = ETC_DIR + "/zram"
+PERSIST_CONF_DIR = ETC_DIR + "/persist"
+
+# The intent journal: what a run is about to do and how to undo it, read first by every run. On disk, so that
+# file steps left half done by a power cut are found after the reboot.
+STATE_DIR = "/var/lib/ramdisk-provision"
+JOURNAL = STATE_DIR + "/journal.jsonl"
+
+# What lives only as long as the boot: the host lock, and the private mounts a change works through.
+RUN_DIR = "/run/ramdisk-provision"
+LOCK = RUN_DIR + "/lock"
+# A private bind of a migrated directory's parent, which shows the disk copy under a RAM mount.
+STAGE_ROOT = RUN_DIR + "/lower"
+# A private mount under which a migrate fills its new RAM mount before moving it over the directory.
+NEW_ROOT = RUN_DIR + "/new"
+
+FSTAB = "/etc/fstab"
+UNIT_DIR = "/etc/systemd/system"
+TMPFILES_DIR = "/etc/tmpfiles.d"
+TMP_DROPIN_DIR = UNIT_DIR + "/tmp.mount.d"
+TMP_DROPIN = TMP_DROPIN_DIR + "/50-ramdisk-provision.conf"
+# The boot-time copy unit's [Install] WantedBy: enabling it makes a link here.
+SEED_WANTS = UNIT_DIR + "/local-fs.target.wants"
+VENDOR_TMP_UNITS = ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount")
+
+
+def record_file(token):
+    return "%s/%s.json" % (RECORD_DIR, token)
+
+
+def seed_unit_file(token):
+    return "%s/ramdisk-seed-%s.service" % (UNIT_DIR, token)
+
+
+def seed_link(token):
+    return "%s/ramdisk-seed-%s.service" % (SEED_WANTS, token)
+
+
+def tmpfiles_file(token):
+    return "%s/ramdisk-provision-%s.conf" % (TMPFILES_DIR, token)

@@ -1,0 +1,213 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ramdisk_apply
+short_description: Carry out planned RAM mounts as journaled transactions, one run at a time per host
+version_added: 1.1.0
+description:
+  - Carries out the tmpfs and ramfs mounts that M(ramdisk.provision.ramdisk_plan) planned (or a backend role's own
+    plan) - mount points, mounts, remounts and unmounts, the copy of a directory's contents into its new mount
+    (migrate), the root's owner and mode, the C(/etc/fstab) line, the boot-time copy unit, the tmp.mount drop-in,
+    the tmpfiles line and the collection's record of each mount.
+  - Holds the host lock (C(/run/ramdisk-provision/lock)) for the whole run, so two runs never act at once; a
+    second run waits up to O(lock_timeout) seconds, then fails naming the holder (run, pid, start, controller).
+  - Writes every change to an intent journal (C(/var/lib/ramdisk-provision/journal.jsonl)) before making it. A run
+    that died (killed, power cut) is finished or undone by the next run, check mode included (which only says
+    what it would do), before anything else.
+  - A migrate fills the new mount out of sight, from a private bind of the directory, verifies the copy, sets the
+    root's owner and mode, and only then moves the mount over the directory.
+  - Every file is replaced atomically (temporary file, flush, rename, flush of the directory); a full file system
+    leaves it as it was.
+  - When a step fails, the mount being made and the new mounts this run made before it are undone, and the
+    message says what was undone and what is mounted now.
+  - Refuses, before any change, a mount whose path changed after it was planned (another run, or a person), and
+    says to run again.
+  - Entries that keep their data in a backing (persist) are not carried out here yet; the mount role does them.
+author: ramdisk.provision maintainers (@ramdisk-provision)
+options:
+  host:
+    description: The inventory name of the host, for messages.
+    type: str
+    required: true
+  mounts:
+    description:
+      - The planned entries, as M(ramdisk.provision.ramdisk_plan) returns them in C(tmpfs) and C(ramfs), or as a
+        backend role's plan gives them.
+    type: list
+    elements: dict
+    required: true
+  lock_timeout:
+    description: Seconds to wait for another run on the host to finish before failing.
+    type: int
+    default: 300
+  run_id:
+    description: A name for this run, shown to other runs that wait for it. A random one when not given.
+    type: str
+extends_documentation_fragment:
+  - ramdisk.provision._attributes
+  - ramdisk.provision._attributes.check_mode_full
+attributes:
+  platform:
+    support: full
+    platforms: linux
+notes:
+  - Needs root, C(mount), C(umount) and C(cp) (util-linux and coreutils), and C(systemctl) where systemd runs.
+"""
+
+EXAMPLES = r"""
+- name: Decide the mounts on the host
+  ramdisk.provision.ramdisk_plan:
+    host: "{{ inventory_hostname }}"
+    sources: [{name: ramdisk_mounts, value: "{{ ramdisk_mounts }}"}]
+  register: __plan
+
+- name: Carry them out
+  ramdisk.provision.ramdisk_apply:
+    host: "{{ inventory_hostname }}"
+    mounts: "{{ __plan.tmpfs + __plan.ramfs }}"
+"""
+
+RETURN = r"""
+mounts:
+  description: For each entry, its path, the plan's action, and the steps this run took (or would take).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - path: /var/cache/build
+      action: migrate
+      steps: [mkdir, bind, mount, copy, release, root, move, fstab, reload, file]
+      changed: true
+recovered:
+  description: What a run that died left, and whether it was rolled forward (finished) or back (undone).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - path: /var/cache/build
+      action: migrate
+      way: back
+      run: 5f0c2a9e11d4
+      boot: same
+      steps_done: [0, 1, 2]
+      steps: [mkdir, bind, mount, copy, release, root, move, fstab, reload, file]
+lock:
+  description: How long this run waited for the host lock, and the run that left it without releasing it, if any.
+  returned: when not in check mode
+  type: dict
+  sample: {waited: 0.0, stale: null}
+"""
+
+import os
+import uuid
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+from ansible_collections.ramdisk.provision.plugins.module_utils._executor import (
+    ApplyError, Executor, StepError, apply, planned_records, recover, top_mount)
+from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
+from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld, describe
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as mount_items
+
+
+def _stale(host, entries):
+    """Sentences for each entry whose path changed after the plan was made (it carries what the plan saw)."""
+    out = []
+    for entry in entries:
+        seen = entry.get("seen")
+        if not isinstance(seen, dict):
+            continue
+        mount = top_mount(entry["path"])
+        now = mount["mount_id"] if mount else None
+        if now != seen.get("mount_id"):
+            out.append("%s: %s" % (entry["path"], "%s from %s is mounted there now" % (mount["fstype"], mount["source"])
+                                   if mount else "what the plan saw mounted there is gone"))
+    return out
+
+
+def _as_found_before(entries, records):
+    """ENTRIES with what a dead run's own plan found at each path it was changing (RECORDS: path -> the record it
+    was to write). A plan made while that run's transaction was open saw its half-done work (a directory it made,
+    its mount without a record), and would record the collection's own directory as the user's."""
+    out = []
+    for entry in entries:
+        found = records.get(entry.get("path"))
+        if found and isinstance(entry.get("record"), dict):
+            entry = dict(entry, record=dict(entry["record"], created_dir=bool(found.get("created_dir")),
+                                            root_kept=found.get("root_kept") or {}))
+        out.append(entry)
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host=dict(type="str", required=True),
+            mounts=dict(type="list", elements="dict", required=True),
+            lock_timeout=dict(type="int", default=300),
+            run_id=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    host = module.params["host"]
+    run = module.params["run_id"] or uuid.uuid4().hex[:12]
+    systemd = os.path.isdir("/run/systemd/system")
+    vendor_tmp = any(os.path.exists(path) for path in paths.VENDOR_TMP_UNITS)
+    entries = [entry for entry in module.params["mounts"] if not entry.get("persist")]
+
+    def run_command(argv):
+        return module.run_command(argv, environ_update={"LC_ALL": "C"})
+
+    executor = Executor(run_command, systemd, host, check=module.check_mode)
+    journal = Journal(paths.JOURNAL)
+    if module.check_mode:
+        try:
+            records = planned_records(journal.read())
+            recovered = recover(executor, journal)
+            done = apply(mount_items(_as_found_before(entries, records), vendor_tmp, systemd), executor, journal, run)
+        except JournalError as exc:
+            module.fail_json(msg="Host %s: %s" % (host, exc))
+        module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done), mounts=done,
+                         recovered=recovered)
+
+    client = (os.environ.get("SSH_CLIENT") or "").split()
+    lock = HostLock(holder={"run": run, "controller": client[0] if client else "local connection",
+                            "user": os.environ.get("SUDO_USER") or os.environ.get("LOGNAME") or "root"})
+    try:
+        taken = lock.acquire(module.params["lock_timeout"])
+    except LockHeld as exc:
+        module.fail_json(msg="Host %s: another run is changing this host's RAM mounts, so this one changed "
+                             "nothing: %s" % (host, exc))
+    try:
+        records = planned_records(journal.read())
+        recovered = recover(executor, journal)
+        items = mount_items(_as_found_before(entries, records), vendor_tmp, systemd)
+        stale = _stale(host, entries)
+        if stale:
+            module.fail_json(msg="Host %s: the host changed after this run planned it, so this run changed nothing "
+                                 "(%s). %s Run again: the next run plans from what is there now."
+                                 % (host, "; ".join(stale), "This run waited %.1f s for %s, which held the host lock."
+                                    % (taken["waited"], describe(taken["waited_for"]))
+                                    if taken.get("waited_for") else ""),
+                             recovered=recovered)
+        done = apply(items, executor, journal, run)
+    except (ApplyError, JournalError) as exc:
+        module.fail_json(msg=str(exc) if isinstance(exc, ApplyError) else "Host %s: %s" % (host, exc))
+    except StepError as exc:
+        module.fail_json(msg="Host %s: recovering what an earlier run left failed: %s. The journal %s keeps it; "
+                             "run again once the cause is fixed." % (host, exc, paths.JOURNAL))
+    finally:
+        lock.release()
+    module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done), mounts=done,
+                     recovered=recovered, lock={"waited": round(taken.get("waited") or 0, 1),
+                                                "stale": taken.get("stale")})
+
+
+if __name__ == "__main__":
+    main()

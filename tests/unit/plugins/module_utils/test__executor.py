@@ -1,0 +1,226 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The executor's steps, transactions and recovery, on files in a scratch directory.
+
+What acts on mounts runs for real in private mount namespaces (scripts/test/transaction.sh); here the file
+steps run for real in tmp_path, and the mount steps are replaced by recorders to check the order of doing and
+undoing, and the way recovery chooses (forward past the pivot in the same boot, back otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.ramdisk.provision.plugins.module_utils import _executor as ex_mod
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import item as mount_item
+
+FSTAB = "# static\nUUID=1 / ext4 defaults 0 1\ntmpfs /srv/old tmpfs size=1M 0 0\n"
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    """Every path the executor writes, under tmp_path; nothing mounted at the test's paths, and /srv/a... taken
+    as missing (mkdir and rmdir are recorded, never run)."""
+    etc = tmp_path / "etc"
+    for name, value in (("FSTAB", etc / "fstab"), ("RECORD_DIR", etc / "ramdisk-provision" / "mounts"),
+                        ("UNIT_DIR", etc / "systemd" / "system"), ("TMPFILES_DIR", etc / "tmpfiles.d"),
+                        ("SEED_WANTS", etc / "systemd" / "system" / "local-fs.target.wants"),
+                        ("TMP_DROPIN", etc / "systemd" / "system" / "tmp.mount.d" / "50.conf"),
+                        ("NEW_ROOT", tmp_path / "run" / "new"), ("STAGE_ROOT", tmp_path / "run" / "lower")):
+        monkeypatch.setattr(paths, name, str(value))
+    os.makedirs(paths.RECORD_DIR)
+    os.makedirs(paths.UNIT_DIR)
+    (etc / "fstab").write_text(FSTAB)
+    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [])
+    real_isdir, real_lexists = os.path.isdir, os.path.lexists
+    monkeypatch.setattr(os.path, "isdir", lambda p: False if str(p).startswith("/srv/") else real_isdir(p))
+    monkeypatch.setattr(os.path, "lexists", lambda p: False if str(p).startswith("/srv/") else real_lexists(p))
+    return tmp_path
+
+
+class Recorder(ex_mod.Executor):
+    """File steps for real; mount steps and tools recorded."""
+
+    def __init__(self, systemd=True, fail_at=None, boot="boot-1"):
+        self.calls = []
+        super().__init__(self._run, systemd, "web1")
+        self.boot = boot
+        self.fail_at = fail_at
+
+    def _run(self, argv):
+        self.calls.append(" ".join(argv))
+        return 0, "", ""
+
+
+def _recording(name):
+    def do(self, args):
+        self.calls.append("do %s %s" % (name, args.get("path")))
+        if self.fail_at == name:
+            raise ex_mod.StepError("%s refused" % name)
+        return {"mount_id": 99} if name in ("mount", "move", "bind") else {}
+
+    def undo(self, args, result, same_boot):
+        self.calls.append("undo %s %s" % (name, args.get("path")))
+        return True
+    return do, undo
+
+
+for _name in ("mkdir", "rmdir", "mount", "move", "bind", "copy", "release", "root", "unmount", "remount"):
+    setattr(Recorder, "do_" + _name, _recording(_name)[0])
+    setattr(Recorder, "undo_" + _name, _recording(_name)[1])
+
+
+def entry(**changes):
+    base = {"path": "/srv/a", "path_given": "/srv/a", "label": "ramdisk_mounts[0]", "state": "mounted",
+            "action": "mount", "fstype": "tmpfs", "src": "tmpfs", "options": ["size=1M", "mode=755", "nosuid"],
+            "remount_options": ["size=1M"], "mode": "0755", "owner": None, "group": None, "migrate": False,
+            "persist": None, "record": {"path": "/srv/a", "fstype": "tmpfs", "created_dir": True, "root_kept": {}}}
+    base.update(changes)
+    return mount_item(base, vendor_tmp=False, systemd=True)
+
+
+def test_a_new_mount_is_mounted_then_written_for_the_boot(host):
+    steps, pivot = ex_mod.build(entry(), systemd=True)
+    assert [step["step"] for step in steps] == ["mkdir", "mount", "root", "fstab", "reload", "file"]
+    assert steps[pivot]["step"] == "mount"
+    assert steps[0]["args"]["create"][-1] == "/srv/a"
+
+
+def test_a_migrate_fills_out_of_sight_and_moves_in_at_the_pivot(host):
+    steps, pivot = ex_mod.build(entry(action="migrate", migrate=True, mode="2750"), systemd=True)
+    names = [step["step"] for step in steps]
+    filling = ["bind", "mkdir", "mount", "copy", "release", "root", "move"]
+    assert names[names.index("bind"):names.index("move") + 1] == filling
+    assert steps[pivot]["step"] == "move"
+    staged = steps[names.index("mount")]["args"]
+    assert staged["path"].startswith(paths.NEW_ROOT + "/") and "mode=755" in staged["options"]
+    # The boot-time copy unit is written and enabled before the fstab line that mounts the path at boot.
+    assert names.index("systemctl") < names.index("fstab")
+    assert "mode=2750" not in ex_mod._fill_options(["mode=2750"]) and ex_mod._fill_options(["mode=2750"]) == ["mode=750"]
+
+
+def test_a_mount_that_goes_is_unmounted_first_then_its_files(host, monkeypatch):
+    mount = {"mount_point": "/srv/old", "mount_id": 42, "fstype": "tmpfs", "source": "tmpfs"}
+    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [mount])
+    record = entry(path="/srv/old")["files"]["record"]
+    with open(record, "w") as handle:
+        handle.write("{}\n")
+    steps, pivot = ex_mod.build(entry(path="/srv/old", state="absent", action="unmount"), systemd=True)
+    assert [step["step"] for step in steps] == ["unmount", "fstab", "reload", "rmdir", "file"]
+    assert pivot == 0 and steps[0]["args"]["mount_id"] == 42
+    assert steps[1]["args"]["old"] == ["tmpfs /srv/old tmpfs size=1M 0 0\n"]
+
+
+def test_apply_writes_fstab_and_record_whole_and_clears_the_journal(host):
+    ex = Recorder()
+    journal = Journal(str(host / "journal.jsonl"))
+    ex_mod.apply([entry()], ex, journal, "run1")
+    fstab = open(paths.FSTAB).read()
+    assert fstab.startswith(FSTAB) and fstab.endswith("tmpfs /srv/a tmpfs size=1M,mode=755,nosuid 0 0\n")
+    record = json.load(open(paths.record_file(entry()["token"])))
+    assert record["path"] == "/srv/a"
+    assert ex.calls[:3] == ["do mkdir None", "do mount /srv/a", "do root /srv/a"]
+    assert "systemctl daemon-reload" in ex.calls
+    assert not os.path.exists(journal.path)
+
+
+def test_a_failed_step_undoes_its_transaction_and_the_new_mounts_before_it(host):
+    ex = Recorder()
+    journal = Journal(str(host / "journal.jsonl"))
+    first = entry()
+    second = entry(path="/srv/b", action="migrate", migrate=True,
+                   record={"path": "/srv/b", "fstype": "tmpfs", "created_dir": False, "root_kept": {}})
+    ex.fail_at = None
+    original = Recorder.do_copy
+
+    def failing_copy(self, args):
+        raise ex_mod.StepError("the copy of /srv/b differs")
+    Recorder.do_copy = failing_copy
+    try:
+        with pytest.raises(ex_mod.ApplyError) as caught:
+            ex_mod.apply([first, second], ex, journal, "run1")
+    finally:
+        Recorder.do_copy = original
+    message = str(caught.value)
+    assert "Host web1: /srv/b (migrate) failed at its step 'copy'" in message
+    assert "Undone, in this order" in message and "/srv/b, /srv/a" in message
+    undone = [call for call in ex.calls if call.startswith(("undo mount", "undo bind", "undo root"))]
+    assert undone[:3] == ["undo mount %s/%s" % (paths.NEW_ROOT, second["token"]), "undo bind %s/%s"
+                          % (paths.STAGE_ROOT, second["token"]), "undo root /srv/a"]
+    assert "undo mount /srv/a" in undone
+    assert open(paths.FSTAB).read() == FSTAB
+    assert not os.path.exists(paths.record_file(first["token"]))
+    # Everything was undone: the journal says so and is gone.
+    assert not os.path.exists(journal.path)
+
+
+def _dead_run(host, item, stop_after, forward=False, boot="boot-1"):
+    """A journal as a run that died after step STOP_AFTER (begun, not done) leaves it."""
+    steps, pivot = ex_mod.build(item, systemd=True)
+    journal = Journal(str(host / "journal.jsonl"))
+    journal.txn("dead", item["token"], {"path": item["path"], "action": item["action"], "pivot": pivot,
+                                        "steps": steps})
+    for i in range(stop_after):
+        journal.mark("begin", "dead", item["token"], i)
+        journal.mark("done", "dead", item["token"], i, {"mount_id": 7} if steps[i]["step"] == "mount" else {})
+        if forward and i == pivot:
+            journal.mark("forward", "dead", item["token"])
+    journal.mark("begin", "dead", item["token"], stop_after)
+    journal.close()
+    lines = open(journal.path).read()
+    if boot != "boot-1":
+        lines = lines.replace('"boot":', '"boot":"%s","was":' % boot, 1)
+        with open(journal.path, "w") as handle:
+            handle.write(lines)
+    return journal, steps
+
+
+def test_recovery_undoes_a_run_that_died_before_its_pivot(host):
+    ex = Recorder()
+    journal, steps = _dead_run(host, entry(), stop_after=1)  # mkdir done, mount begun
+    report = ex_mod.recover(ex, journal)
+    assert report[0]["way"] == "back" and report[0]["path"] == "/srv/a"
+    assert ex.calls[0] == "undo mount /srv/a"
+    assert not os.path.exists(journal.path)
+
+
+def test_recovery_finishes_a_run_that_died_past_its_pivot(host):
+    ex = Recorder()
+    journal, steps = _dead_run(host, entry(), stop_after=3, forward=True)  # mkdir, mount, root done; fstab begun
+    report = ex_mod.recover(ex, journal)
+    assert report[0]["way"] == "forward"
+    assert "tmpfs /srv/a tmpfs" in open(paths.FSTAB).read()
+    assert os.path.exists(paths.record_file(entry()["token"]))
+    assert not any(call.startswith("undo") for call in ex.calls)
+
+
+def test_check_mode_recovery_only_says(host):
+    ex = Recorder()
+    ex.check = True
+    journal, steps = _dead_run(host, entry(), stop_after=3, forward=True)
+    report = ex_mod.recover(ex, journal)
+    assert report[0]["way"] == "forward" and ex.calls == []
+    assert os.path.exists(journal.path) and open(paths.FSTAB).read() == FSTAB
+
+
+def test_after_a_reboot_only_the_file_steps_are_finished(host):
+    ex = Recorder(boot="boot-2")
+    journal, steps = _dead_run(host, entry(), stop_after=3, forward=True)
+    report = ex_mod.recover(ex, journal)
+    assert report[0]["way"] == "forward" and report[0]["boot"] == "earlier"
+    assert not any(call.startswith(("do mount", "do root")) for call in ex.calls)
+    assert os.path.exists(paths.record_file(entry()["token"]))
+
+
+def test_fstab_undo_puts_the_old_lines_back_where_they_were(host):
+    ex = Recorder()
+    args = {"path": "/srv/old", "line": ["tmpfs", "/srv/old", "tmpfs", ["size=2M"]],
+            "old": ["tmpfs /srv/old tmpfs size=1M 0 0\n"]}
+    ex.do_fstab(args)
+    assert "size=2M" in open(paths.FSTAB).read()
+    ex.undo_fstab(args, {}, True)
+    assert open(paths.FSTAB).read() == FSTAB

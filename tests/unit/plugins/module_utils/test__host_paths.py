@@ -1,0 +1,38 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The roles' YAML names a few host paths that module_utils/_host_paths.py holds: they must agree."""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+
+
+def _vars(role):
+    with open(os.path.join(REPO, "roles", role, "vars", "main.yml")) as handle:
+        return yaml.safe_load(handle)
+
+
+def test_the_mount_role_names_the_same_paths():
+    names = _vars("mount")
+    assert names["__mount_stage_root"] == paths.STAGE_ROOT
+    assert names["__mount_tmp_dropin_dir"] == paths.TMP_DROPIN_DIR
+    assert names["__mount_tmp_dropin"] == paths.TMP_DROPIN
+    assert names["__mount_record_dir"] == paths.RECORD_DIR
+    assert names["__mount_persist_conf_dir"] == paths.PERSIST_CONF_DIR
+    assert names["__mount_unit_dir"] == paths.UNIT_DIR
+    assert tuple(names["__mount_vendor_tmp_units"]) == paths.VENDOR_TMP_UNITS
+    assert names["__mount_module_tmp"].startswith(paths.RUN_DIR + "/")
+
+
+def test_the_ramdisk_role_names_the_same_zram_records():
+    assert _vars("ramdisk")["__ramdisk_zram_conf_dir"] == paths.ZRAM_RECORD_DIR
+
+
+def test_the_journal_and_records_live_where_a_reboot_keeps_them_and_the_lock_where_it_does_not():
+    assert paths.JOURNAL.startswith("/var/lib/") and paths.RECORD_DIR.startswith("/etc/")
+    assert paths.LOCK.startswith("/run/") and paths.NEW_ROOT.startswith("/run/")
