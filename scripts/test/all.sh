@@ -26,7 +26,7 @@ fi
 
 # Seconds each item took in CI, for the queue's order only (an unknown suite counts as 300).
 declare -A EXPECTED=([vm-image+molecule-vm]=1200 [build+tarball-lab]=900 [sanity]=420 [hostile]=300
-                     [molecule-benchmark]=400 [molecule-metrics]=300 [molecule-zram]=260 [molecule-tmpfs_ramfs]=240
+                     [molecule-benchmark]=600 [molecule-metrics]=300 [molecule-zram]=260 [molecule-tmpfs_ramfs]=240
                      [molecule-database]=240 [molecule-policy]=160 [molecule-tmpfs_absent]=150 [molecule-survey]=90
                      [molecule-tmpfs_invalid]=90 [unit]=110 [lint]=90 [transaction]=220
                      [ee]=5)
