@@ -130,16 +130,14 @@ def item(entry, vendor_tmp, systemd, paths=None):
     if not isinstance(out.get("steps"), dict):
         found = (paths or {}).get(entry["path"]) or (paths or {}).get(entry.get("path_given") or entry["path"]) or {}
         out["steps"] = default_steps(out, systemd, bool(found.get("exists")))
-    # Keeping data in a backing (persist) takes a task tree of its own, one entry at a time; ramdisk_apply
-    # carries out every other entry, migrate included.
-    out["deep"] = bool(entry.get("persist"))
     out["todo"] = todo(out)
     return out
 
 
 def todo(item):
     """Whether the mount role has anything to do for ITEM: skipped as a whole when no item has."""
-    return bool(item.get("action") in ("mount", "migrate", "remount", "unmount") or item["deep"]
+    # A persisted mount always: ramdisk_apply checks its units and timer run, which the plan does not read.
+    return bool(item.get("action") in ("mount", "migrate", "remount", "unmount") or item.get("persist")
                 or any(item["steps"].values()))
 
 

@@ -236,6 +236,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._executor import
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_facts import TMP, _read, gather
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist import read_state
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, plan_host
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import normalize_path, path_text_problem
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
@@ -373,38 +374,8 @@ class HostView(object):
         return any(os.path.exists(path) for path in ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount"))
 
     def persist_state(self, token, backing, live_path):
-        unit = os.path.exists(os.path.join(UNIT_DIR, "ramdisk-persist-%s.service" % token))
-        conf_backing = None
-        active = False
-        if unit:
-            for line in (_read(os.path.join(PERSIST_CONF_DIR, token + ".conf")) or "").splitlines():
-                if line.startswith("BACKING="):
-                    conf_backing = line[8:]
-                    break
-            if self.systemd():
-                rc, out, _err = self.module.run_command(
-                    ["systemctl", "show", "-p", "ActiveState", "--value", "ramdisk-persist-%s.service" % token],
-                    environ_update={"LC_ALL": "C"})
-                active = rc == 0 and out.strip() == "active"
-        state = {"unit": unit, "active": active, "conf_backing": conf_backing, "backing_exists": False,
-                 "backing_is_dir": False, "current": "missing", "names": [], "mount_empty": None}
-        if backing:
-            state["backing_exists"] = os.path.lexists(backing)
-            state["backing_is_dir"] = os.path.isdir(backing) and not os.path.islink(backing)
-            current = os.path.join(backing, "current")
-            if os.path.lexists(current):
-                state["current"] = "snapshot" if os.path.islink(current) and os.path.isdir(current) else "other"
-            if state["backing_is_dir"]:
-                try:
-                    state["names"] = sorted(os.listdir(backing))
-                except OSError:
-                    pass
-        if live_path:
-            try:
-                state["mount_empty"] = not [name for name in os.listdir(live_path) if name != "lost+found"]
-            except OSError:
-                state["mount_empty"] = None
-        return state
+        return read_state(token, backing, live_path, self.systemd(),
+                          lambda argv: self.module.run_command(argv, environ_update={"LC_ALL": "C"}))
 
     def _can_unshare(self):
         if self._unshare is None:

@@ -146,14 +146,14 @@ def test_an_entry_nobody_looked_at_gets_every_step_that_applies():
     item = ms.item(zram, vendor_tmp=False, systemd=True, paths={"/srv/z": {"exists": True}})
     assert item["steps"] == {"mkdir": False, "fstab": True, "dropin": False, "seed": False, "enable": False,
                              "unseed": True, "root": True, "record": True, "tmpfiles": True}
-    assert item["record"]["path"] == "/srv/z" and item["todo"] and not item["deep"]
+    assert item["record"]["path"] == "/srv/z" and item["todo"]
 
 
-def test_only_persist_takes_the_deep_path():
-    # ramdisk_apply carries out a migrate; a persisted mount still goes through the mount role's tasks.
-    assert not ms.item(entry(action="migrate"), False, True)["deep"]
-    assert ms.item(entry(persist={"backing": "/var/lib/x"}), False, True)["deep"]
-    assert not ms.item(entry(action="mount"), False, True)["deep"]
+def test_a_persisted_mount_is_always_handed_to_ramdisk_apply():
+    # Its units and timer are checked there, which the plan does not read; a settled mount without persist is not.
+    settled_steps = dict.fromkeys(ms.default_steps(ms.item(entry(), False, True), True, True), False)
+    assert ms.item(entry(persist={"backing": "/var/lib/x"}, steps=settled_steps), False, True)["todo"]
+    assert not ms.item(entry(steps=settled_steps), False, True)["todo"]
 
 
 def test_a_zram_mount_that_goes_looks_for_its_boot_time_copy_unit():
