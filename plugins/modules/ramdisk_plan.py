@@ -236,7 +236,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._executor import
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_facts import TMP, _read, gather
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld
-from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, plan_host
+from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, file_kind, plan_host
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import normalize_path, path_text_problem
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
 
@@ -269,6 +269,21 @@ class HostView(object):
 
     def realpath(self, path):
         return os.path.realpath(path)
+
+    def not_a_directory(self, path):
+        """(component, what it is) of the first parent of PATH that is there and is not a directory, nor a link to
+        one, or None (a missing parent is made by the mount's mkdir)."""
+        current = ""
+        for part in path.strip("/").split("/")[:-1]:
+            current += "/" + part
+            try:
+                info = os.stat(current)
+            except OSError:
+                return None
+            if not stat.S_ISDIR(info.st_mode):
+                what = file_kind(info.st_mode)
+                return current, "a symlink to %s" % what if os.path.islink(current) else what
+        return None
 
     @staticmethod
     def read(path):
@@ -320,6 +335,15 @@ class HostView(object):
             if isinstance(record, dict) and isinstance(record.get("path"), str):
                 out[record["path"]] = record
         return out
+
+    @staticmethod
+    def journal_paths():
+        """The paths of the journal's open transactions: what a run that died was changing."""
+        try:
+            lines = Journal(_host_paths.JOURNAL).read()
+        except JournalError:
+            return []
+        return [txn["what"].get("path") for txn in Journal.transactions(lines) if not txn["closed"]]
 
     def zram_records(self):
         out = {}
