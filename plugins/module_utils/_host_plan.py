@@ -28,6 +28,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
     path_text_problem,
     plan_ramfs,
     plan_tmpfs,
+    refused_directory,
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils._policy import (
     ALL_KEYS,
@@ -158,8 +159,8 @@ def path_errors(host, sources, swap_devices, view):
                 refused.add(label)
                 continue
             path = normalize_path(raw)
-            if path is None:
-                continue
+            if path is None or (key == "path" and refused_directory(path) is not None):
+                continue  # the planner says what is wrong with it (a system directory: /lib may be a link to /usr/lib)
             blocker = view.not_a_directory(path)
             if blocker is not None:
                 errors.append("Host %s: %s.%s is %s: '%s' on this host is %s, not a directory, so nothing can be made "

@@ -14,10 +14,12 @@ description:
     the records of earlier runs) and decides the whole request of the role M(ramdisk.provision.ramdisk), that is the
     merged policy, purposes, the /tmp gate, the RAM budget, each backend's plan, and C(zram_devices).
   - Refuses, with one sentence per problem naming the host, the variable, the value and the fix, what would
-    go wrong half-way through a change, using the host's real state. A path through a symlink, a path with
-    control characters or names Linux refuses, a new mount that would hide live mounts under it or nest inside
-    a RAM mount, C(state=absent) of a mount this collection did not make, owners and groups with no account,
-    and ids outside C(uid_t) are all refused.
+    go wrong half-way through a change, using the host's real state. A path through a symlink, a path under a
+    file or another non-directory, a path with control or invisible characters or names Linux refuses, a system
+    directory such as a package database (the list is in docs/security.md), a new mount that would hide live
+    mounts under it or nest inside a RAM mount, a live tmpfs or ramfs that nothing accounts for (no record, no
+    fstab line, no mount unit, no open journal entry), C(state=absent) of a mount this collection did not make,
+    owners and groups with no account, and ids outside C(uid_t) are all refused.
   - Tries what only the kernel and mkfs can judge. Each new or changed tmpfs and ramfs is mounted once with
     its exact options in a private mount namespace, which nobody else sees, and goes with it. mkfs runs in
     its dry-run mode on a sparse file of each zram or brd device's size.

@@ -212,16 +212,16 @@ def test_a_path_with_a_space_is_planned_with_its_fstab_line_escaped():
 
 
 @pytest.mark.parametrize("key, entry", [
-    ("path", {"path": "/etc/hostname/sub", "size": "16M"}),
-    ("persist.backing", {"path": "/srv/data", "size": "16M", "persist": {"backing": "/etc/hostname/copy"}}),
+    ("path", {"path": "/srv/notes.txt/sub", "size": "16M"}),
+    ("persist.backing", {"path": "/srv/data", "size": "16M", "persist": {"backing": "/srv/notes.txt/copy"}}),
 ])
 def test_a_path_under_a_file_is_refused_before_the_mkdir(key, entry):
-    view = FakeView(not_dirs={"/etc/hostname": "a regular file"})
+    view = FakeView(not_dirs={"/srv/notes.txt": "a regular file"})
     result = plan([entry], view=view)
     assert result["errors"] == [
-        "Host h1: ramdisk_mounts[0].%s is '%s': '/etc/hostname' on this host is a regular file, not a directory, so "
+        "Host h1: ramdisk_mounts[0].%s is '%s': '/srv/notes.txt' on this host is a regular file, not a directory, so "
         "nothing can be made or mounted under it. Choose a path whose parents are all directories, or move "
-        "'/etc/hostname' away." % (key, entry["path"] if key == "path" else entry["persist"]["backing"])]
+        "'/srv/notes.txt' away." % (key, entry["path"] if key == "path" else entry["persist"]["backing"])]
 
 
 def test_a_path_under_a_link_to_a_file_names_the_link():
@@ -571,3 +571,9 @@ def test_zram_limits_are_refused_in_the_plan(entries, swap_devices, host, phrase
             assert device["priority"] == (100 if device["use"] == "swap" else None)
         return
     assert any(phrase in error for error in result["errors"]), result["errors"]
+
+
+def test_a_system_directory_through_a_link_is_named_as_a_system_directory():
+    """On merged-/usr hosts /lib is a link to /usr/lib: /lib/modules is refused for what it holds, not as a link."""
+    (error,) = plan([{"path": "/lib/modules", "size": "16M"}], view=FakeView(links={"/lib": "/usr/lib"}))["errors"]
+    assert "ramdisk_mounts[0].path is '/lib/modules': a system path that must not be hidden" in error
