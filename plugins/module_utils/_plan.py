@@ -85,6 +85,7 @@ def refused_directory(path):
             return directory, why
     return None
 
+
 HUGE_CHOICES = ("never", "always", "within_size", "advise")
 STATES = ("mounted", "absent")
 ENTRY_KEYS = (

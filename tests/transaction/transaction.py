@@ -586,8 +586,8 @@ def case_odd_paths(spec, runner):
             out["problems"].append("findmnt --fstab does not read back %r as %s: %s" % (path, fstype, listed))
     entries, _recovered = runner.plan(spec["policy"])
     if any(entry["action"] != "ok" or entry["todo"] for entry in entries):
-        out["problems"].append("the second plan still has work: %s" % [(e["path"], e["action"], e["steps"])
-                                                                      for e in entries])
+        work = [(entry["path"], entry["action"], entry["steps"]) for entry in entries]
+        out["problems"].append("the second plan still has work: %s" % work)
     second = runner.run(spec["policy"])
     out["second"] = outcome(second)
     if not second["ok"] or second["result"].get("changed"):
