@@ -42,6 +42,8 @@ TMP_DROPIN_DIR = UNIT_DIR + "/tmp.mount.d"
 TMP_DROPIN = TMP_DROPIN_DIR + "/50-ramdisk-provision.conf"
 # The boot-time copy unit's [Install] WantedBy: enabling it makes a link here.
 SEED_WANTS = UNIT_DIR + "/local-fs.target.wants"
+# Where a mount unit made by hand or shipped by the distribution is found (fstab's own are generated under /run).
+MOUNT_UNIT_DIRS = (UNIT_DIR, "/run/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
 VENDOR_TMP_UNITS = ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount")
 
 

@@ -6,9 +6,10 @@ plan_tmpfs() and plan_ramfs() turn the user's list (e.g. tmpfs_mounts) and the r
 normalized entries with an action each, plus error sentences that name the host, the variable,
 the bad value and the fix. It never touches the host.
 
-Paths: /run itself is refused (systemd owns it) but a subdirectory such as /run/build is
-allowed; /var/tmp, /var/cache/x and /var/lib/x are allowed; nothing under /proc, /sys or
-/dev is. Two mounted entries may not nest (the mount order would decide which one is seen).
+Paths: REFUSED_DIRECTORIES are never mounted over (the system runs from them, or a package manager or systemd
+keeps its state there), some with everything under them; /run/build, /var/tmp, /var/cache/x and most /var/lib/x
+are allowed. A space and other printable characters are fine (fstab and the units escape them); control and
+invisible characters are not. Two mounted entries may not nest (the mount order would decide which one is seen).
 
 persist (any backend's file-system mount) keeps a copy of the mount in a backing directory on disk:
 restored at boot, written back by a timer and at stop. check_persist() and check_backings() check it;
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
     SizeError,
     format_size,
@@ -29,11 +32,59 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
     tmpfs_size_option,
 )
 
-SYSTEM_PATHS = frozenset((
-    "/", "/proc", "/sys", "/dev", "/run", "/boot", "/usr", "/etc", "/bin", "/sbin", "/lib",
-    "/lib64", "/var", "/var/lib", "/home", "/root",
-))
-SYSTEM_TREES = ("/proc", "/sys", "/dev")
+# Directories a RAM mount must never go over: (path, whether everything under it is refused too, what it holds).
+# Hidden, the host loses what it runs from; copied in (migrate), what is written there later is gone at the next
+# boot while the rest of the system remembers it (a package database then no longer matches the installed files).
+# docs/security.md lists them from here (tests/unit/test_docs.py checks it).
+REFUSED_DIRECTORIES = (
+    ("/", False, "the whole system"),
+    ("/bin", True, "the system's programs"),
+    ("/boot", True, "the kernels and the boot loader"),
+    ("/dev", True, "device nodes, managed by the kernel and udev"),
+    ("/etc", True, "the host's configuration, this collection's records among it"),
+    ("/home", False, "the users' home directories"),
+    ("/lib", True, "the system's libraries and kernel modules (and Alpine's package database, /lib/apk)"),
+    ("/lib32", True, "the system's libraries"),
+    ("/lib64", True, "the system's libraries and the dynamic loader"),
+    ("/libx32", True, "the system's libraries"),
+    ("/proc", True, "the kernel's view of processes"),
+    ("/root", False, "root's home directory, with its SSH keys"),
+    ("/run", False, "the runtime state of systemd and every service"),
+    ("/run/dbus", True, "the system bus socket"),
+    (_host_paths.RUN_DIR, True, "this collection's lock and staging mounts"),
+    ("/run/systemd", True, "systemd's runtime state and sockets"),
+    ("/run/udev", True, "udev's device database"),
+    ("/sbin", True, "the system's programs"),
+    ("/sys", True, "the kernel's view of devices"),
+    ("/usr", True, "the installed programs, libraries and rpm's database (/usr/lib/sysimage)"),
+    ("/var", False, "the system's variable data"),
+    ("/var/db/pkg", True, "Portage's package database"),
+    ("/var/lib", False, "the state of every service"),
+    ("/var/lib/apt", True, "apt's package state (which packages were installed automatically)"),
+    ("/var/lib/dnf", True, "dnf's package history and state"),
+    ("/var/lib/dpkg", True, "dpkg's package database"),
+    ("/var/lib/pacman", True, "pacman's package database"),
+    (_host_paths.STATE_DIR, True, "this collection's intent journal"),
+    ("/var/lib/rpm", True, "rpm's package database"),
+    ("/var/lib/snapd", True, "snapd's state"),
+    ("/var/lib/systemd", True, "systemd's state (timer stamps, the random seed, lingering users)"),
+    ("/var/lib/yum", True, "yum's package history and state"),
+    ("/var/lib/zypp", True, "zypper's package state"),
+)
+# Inside a refused tree, these stay the administrator's own: no package manager writes there.
+REFUSED_EXCEPTIONS = ("/usr/local",)
+SYSTEM_PATHS = frozenset(path for path, _tree, _why in REFUSED_DIRECTORIES)
+
+
+def refused_directory(path):
+    """(directory, what it holds) when the normalized PATH is, or is inside, a directory no RAM mount may go over."""
+    if any(path == allowed or _is_under(path, allowed) for allowed in REFUSED_EXCEPTIONS):
+        return None
+    for directory, tree, why in REFUSED_DIRECTORIES:
+        if path == directory or (tree and _is_under(path, directory)):
+            return directory, why
+    return None
+
 
 HUGE_CHOICES = ("never", "always", "within_size", "advise")
 STATES = ("mounted", "absent")
@@ -168,17 +219,29 @@ def _is_under(path, parent):
 
 
 def path_text_problem(raw):
-    """What makes RAW unusable as a mount point in /etc/fstab and unit names, or None: control characters,
-    white space, '#' or '\\', a component over NAME_MAX or a path over PATH_MAX (both in bytes)."""
-    bad = [char for char in raw if ord(char) < 32 or 127 <= ord(char) <= 159]
+    """What makes RAW unusable as a mount point, or None.
+
+    A space, '#', '\\', quotes, '%' and '$' are fine: /etc/fstab holds them escaped (\\040, \\134) and the unit and
+    tmpfiles.d lines quote them (_mount_steps). Refused: control characters (a newline would end a line of every
+    file the path goes into), other characters that do not show as themselves (no-break or zero-width spaces,
+    direction marks), text that is not UTF-8, names that begin or end with a space (unit files drop a trailing
+    one, and a person cannot see it), a component over NAME_MAX or a path over PATH_MAX (both in bytes).
+    """
+    bad = [char for char in raw if unicodedata.category(char) == "Cc"]
     if bad:
         return ("a path with a control character (%s)" % ", ".join(sorted(set(repr(char) for char in bad))),
                 "Write the path without newlines, tabs or other control characters.")
-    odd = [char for char in raw if char.isspace() or char in "#\\"]
-    if odd:
-        return ("a path with a character /etc/fstab cannot hold as it is (%s)" % ", ".join(
-            sorted(set(repr(char) for char in odd))),
-            "Choose a path without white space, '#' or '\\'.")
+    if any(unicodedata.category(char) == "Cs" for char in raw):
+        return ("a path that is not valid UTF-8", "Give the path as UTF-8 text.")
+    hidden = [char for char in raw if char != " " and not char.isprintable()]
+    if hidden:
+        return ("a path with a character that does not show as itself (%s)" % ", ".join(
+            sorted(set("U+%04X" % ord(char) for char in hidden))),
+            "Write the path with visible characters; a plain space is fine, but no-break spaces, zero-width and "
+            "direction marks are not.")
+    if any(part != part.strip(" ") for part in raw.split("/")):
+        return ("a path with a name that begins or ends with a space",
+                "Remove the space at the start or end of the name; spaces inside a name are fine.")
     encoded = raw.encode("utf-8", "surrogateescape")
     if len(encoded) > PATH_MAX:
         return ("longer than %d bytes (%d)" % (PATH_MAX, len(encoded)), "Choose a shorter path.")
@@ -204,10 +267,12 @@ def _check_path(entry, raw):
     if path is None:
         entry.error("path", raw, "a path with '..'", "Write the path without '..' components.")
         return None
-    if path in SYSTEM_PATHS or any(_is_under(path, tree) for tree in SYSTEM_TREES):
+    refused = refused_directory(path)
+    if refused is not None:
         entry.error(
-            "path", raw, "a system path that must not be hidden under a RAM-backed mount",
-            "Choose a directory of your own such as /tmp, /var/tmp or /var/cache/<name>.",
+            "path", raw, "a system path that must not be hidden under a RAM-backed mount (%s holds %s)" % refused,
+            "A RAM mount there would hide it, or with migrate lose at the next boot what is written there. Choose a "
+            "directory of your own such as /tmp, /var/tmp or /var/cache/<name>.",
         )
         return None
     return path

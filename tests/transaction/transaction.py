@@ -21,7 +21,11 @@ and ramfs entries, both as Ansible runs a module (a Python process reading its a
 - full disk: /etc on a full tmpfs: the run fails saying the file is unchanged, /etc/fstab is as it was, nothing
   stays mounted, no record; with room again, the next run leaves the reference end state.
 
-Usage: transaction.py --work DIR [--keep DIR] [--jobs N] [--tries N] [--only kill,cp-kill,concurrency,full-disk].
+- odd paths: mount points with a space, '#', a backslash, quotes, '%', '$' and a letter beyond ASCII are applied
+  (findmnt reads the escaped /etc/fstab lines back), a second run changes nothing, state absent removes them.
+
+Usage: transaction.py --work DIR [--keep DIR] [--jobs N] [--tries N]
+[--only kill,cp-kill,concurrency,full-disk,odd-paths].
 Prints a table per part and exits 1 when a property failed, 2 when the test could not run; each failed case's
 log and result go to --keep (build/transaction).
 """
@@ -59,7 +63,12 @@ PLAIN = TOP + "/plain"
 OWNER, GROUP = ("txowner", 4242), ("txgroup", 4343)
 MIGRATE_ENTRY = {"path": DATA, "size": "64M", "migrate": True, "owner": OWNER[0], "group": GROUP[0], "mode": "2750"}
 PLAIN_ENTRY = {"path": PLAIN, "size": "8M"}
-POLICIES = {"both": [MIGRATE_ENTRY, PLAIN_ENTRY], "data": [MIGRATE_ENTRY]}
+# Paths with what fstab escapes (\\040, \\134) and the units quote: a migrated tmpfs and a ramfs.
+ODD_PATHS = (TOP + "/my data #1", TOP + "/back\\slash 'q' \"d\" 100% $x caf\u00e9")
+ODD_ENTRIES = [{"path": ODD_PATHS[0], "size": "16M", "migrate": True},
+               {"path": ODD_PATHS[1], "backend": "ramfs", "size": "8M", "mode": "0750"}]
+POLICIES = {"both": [MIGRATE_ENTRY, PLAIN_ENTRY], "data": [MIGRATE_ENTRY], "odd": ODD_ENTRIES,
+            "odd-absent": [dict(entry, state="absent") for entry in ODD_ENTRIES]}
 FIXTURES = {"small": 290, "big": 5000}
 MODULE_TIMEOUT = 180
 # The policy's two transactions journal 34 writes today; far fewer means the hook or the journal broke.
@@ -551,8 +560,51 @@ def case_full_disk(spec, runner):
     return out
 
 
+def case_odd_paths(spec, runner):
+    """Paths with a space, '#', a backslash, quotes, '%', '$' and a letter beyond ASCII: applied (the migrate's data
+    copied in), read back from /etc/fstab by findmnt, a second run changes nothing, state absent takes them away."""
+    os.makedirs(ODD_PATHS[0])
+    with open(os.path.join(ODD_PATHS[0], "kept.txt"), "w", encoding="utf-8") as handle:
+        handle.write("on disk before the mount\n")
+    fixture, _problems = tree_digest(ODD_PATHS[0])
+    out = {"problems": []}
+    first = runner.run(spec["policy"])
+    out["first"] = outcome(first)
+    if not first["ok"] or not first["result"].get("changed"):
+        out["problems"].append("the first run did not apply the paths: %s" % (first["msg"] or first["result"]))
+        return out
+    for path, fstype in zip(ODD_PATHS, ("tmpfs", "ramfs")):
+        found = [mount["fstype"] for mount in mounts_at(path)]
+        if found != [fstype]:
+            out["problems"].append("%r: mounted %s, not one %s" % (path, found, fstype))
+    copied, copy_problems = tree_digest(ODD_PATHS[0])
+    out["problems"] += copy_problems + compare_trees(fixture, copied, "disk directory", "RAM copy", root_mtime=True)
+    listed = json.loads(subprocess.run(["findmnt", "--fstab", "-J", "-o", "TARGET,FSTYPE"], check=True,
+                                       capture_output=True, text=True).stdout)["filesystems"]
+    for path, fstype in zip(ODD_PATHS, ("tmpfs", "ramfs")):
+        if {"target": path, "fstype": fstype} not in listed:
+            out["problems"].append("findmnt --fstab does not read back %r as %s: %s" % (path, fstype, listed))
+    entries, _recovered = runner.plan(spec["policy"])
+    if any(entry["action"] != "ok" or entry["todo"] for entry in entries):
+        work = [(entry["path"], entry["action"], entry["steps"]) for entry in entries]
+        out["problems"].append("the second plan still has work: %s" % work)
+    second = runner.run(spec["policy"])
+    out["second"] = outcome(second)
+    if not second["ok"] or second["result"].get("changed"):
+        out["problems"].append("the second run %s" % ("changed the host" if second["ok"] else "failed: %s"
+                                                      % second["msg"]))
+    gone = runner.run(spec["policy"] + "-absent")
+    out["absent"] = outcome(gone)
+    with open(paths.FSTAB, encoding="utf-8") as handle:
+        fstab = handle.read()
+    left = [path for path in ODD_PATHS if mounts_at(path)]
+    if not gone["ok"] or left or "/srv/tx" in fstab:
+        out["problems"].append("state absent left mounts %s or fstab lines (%s): %s" % (left, fstab[-300:], gone["msg"]))
+    return out
+
+
 CASES = {"reference": case_reference, "kill": case_kill, "cp-kill": case_cp_kill, "concurrency": case_concurrency,
-         "full-disk": case_full_disk}
+         "full-disk": case_full_disk, "odd-paths": case_odd_paths}
 
 
 def inside(spec):
@@ -756,6 +808,17 @@ def report_concurrency(specs, results, reference, tries):
     return problems
 
 
+def report_odd_paths(result):
+    if result.get("error"):
+        return ["odd paths: %s" % result["error"]]
+    print("\nOdd paths (%s): first run %s, second run %s, state absent %s; %s"
+          % (", ".join(repr(path) for path in ODD_PATHS), "changed" if result["first"]["changed"] else "unchanged",
+             ("changed" if result["second"]["changed"] else "unchanged") if "second" in result else "-",
+             ("ok" if result["absent"]["ok"] else "FAILED") if "absent" in result else "-",
+             "pass" if not result["problems"] else "FAIL"))
+    return ["odd paths: %s" % problem for problem in result["problems"]]
+
+
 def report_full_disk(result, reference):
     if result.get("error"):
         return ["full disk: %s" % result["error"]]
@@ -774,7 +837,7 @@ def main():
     parser.add_argument("--keep", default=os.path.join(REPO, "build", "transaction"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--tries", type=int, default=20)
-    parser.add_argument("--only", default="kill,cp-kill,concurrency,full-disk")
+    parser.add_argument("--only", default="kill,cp-kill,concurrency,full-disk,odd-paths")
     args = parser.parse_args()
     if args.inside:
         inside(json.loads(args.inside))
@@ -787,7 +850,8 @@ def main():
                   {"name": "reference-both", "case": "reference", "policy": "both", "fixture": "small"},
                   {"name": "reference-data", "case": "reference", "policy": "data", "fixture": "small"}]
     front = references + [spec for spec in ({"name": "cp-kill", "case": "cp-kill", "policy": "data"},
-                                            {"name": "full-disk", "case": "full-disk", "policy": "both"})
+                                            {"name": "full-disk", "case": "full-disk", "policy": "both"},
+                                            {"name": "odd-paths", "case": "odd-paths", "policy": "odd"})
                           if spec["name"] in only]
     specs = concurrency_specs(args.tries) if "concurrency" in only else []
     queue = Queue(front, "kill" in only, specs)
@@ -810,6 +874,8 @@ def main():
         problems += report_concurrency(specs, results, results["reference-data"], args.tries)
     if "full-disk" in only:
         problems += report_full_disk(results["full-disk"], results["reference-both"])
+    if "odd-paths" in only:
+        problems += report_odd_paths(results["odd-paths"])
     print()
     for problem in problems:
         print("FAIL: %s" % problem)
