@@ -31,6 +31,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
     tmpfs_size_bytes,
     tmpfs_size_option,
 )
+from ansible_collections.ramdisk.provision.plugins.module_utils import _tmpfs_options
 
 # Directories a RAM mount must never go over: (path, whether everything under it is refused too, what it holds).
 # Hidden, the host loses what it runs from; copied in (migrate), what is written there later is gone at the next
@@ -91,7 +92,7 @@ STATES = ("mounted", "absent")
 ENTRY_KEYS = (
     "path", "size", "nr_inodes", "mode", "owner", "group", "huge", "mpol", "noswap", "noatime",
     "nosuid", "nodev", "noexec", "options", "state", "migrate", "persist", "label",
-)
+) + _tmpfs_options.NAMES
 # ramfs has no size limit, inode limit, huge pages, NUMA policy or noswap: max_size is what it is
 # allowed to hold, counted against RAM by the planner, never given to the kernel.
 RAMFS_ENTRY_KEYS = (
@@ -113,13 +114,13 @@ FLAG_OPPOSITES = {
 KEYED_OPTIONS = {
     "size": "size", "nr_blocks": "size", "nr_inodes": "nr_inodes", "mode": "mode", "uid": "owner",
     "gid": "group", "huge": "huge", "mpol": "mpol", "noswap": "noswap", "noatime": "noatime",
-    "nosuid": "nosuid", "nodev": "nodev", "noexec": "noexec",
+    "nosuid": "nosuid", "nodev": "nodev", "noexec": "noexec", "quota": "usrquota and grpquota",
 }
+KEYED_OPTIONS.update((name, name) for name in _tmpfs_options.NAMES)
 ALLOWED_EXTRA_OPTIONS = frozenset((
-    "quota", "usrquota", "grpquota", "relatime", "strictatime", "nodiratime", "lazytime",
+    "relatime", "strictatime", "nodiratime", "lazytime",
     "atime", "diratime", "ro", "rw", "sync", "async", "dirsync", "exec", "suid", "dev", "nofail",
-    "noauto", "auto", "defaults", "usrquota_block_hardlimit", "usrquota_inode_hardlimit",
-    "grpquota_block_hardlimit", "grpquota_inode_hardlimit", "inode32", "inode64", "user", "nouser",
+    "noauto", "auto", "defaults", "inode32", "inode64", "user", "nouser",
     "users", "_netdev",
 ))
 ALLOWED_OPTION_PREFIXES = ("x-systemd.", "x-mount.", "comment=")
@@ -676,6 +677,7 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
             entry.error("noswap", True, "not supported by this host's kernel %s (noswap needs Linux 6.4 or later)"
                         % support.get("kernel", "(unknown)"), "Set noswap: false or upgrade the kernel.")
         extras = _check_extra_options(entry, values.get("options"), flags)
+        tmpfs_options = {} if ramfs else _tmpfs_options.check_options(entry, values, support, size_bytes)
 
         if path is not None:
             if path in seen_paths:
@@ -697,6 +699,7 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
             options.append("huge=%s" % huge)
         if mpol is not None:
             options.append("mpol=%s" % mpol)
+        options.extend(_tmpfs_options.mount_options(tmpfs_options))
         for flag in FLAG_KEYS:
             if flags[flag]:
                 options.append(flag)
@@ -722,6 +725,7 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
             "group": group,
             "huge": huge,
             "mpol": mpol,
+            "tmpfs_options": tmpfs_options,
             "noswap": flags["noswap"],
             "migrate": migrate,
             "persist": persist,
@@ -834,6 +838,10 @@ def _decide(entry, facts, host, var_name, errors):
         live_mpol = _live_option(live_options, "mpol", "default")
         if entry["mpol"] != live_mpol:
             changes.append("mpol %s -> %s" % (live_mpol, entry["mpol"]))
+    remount.extend(_tmpfs_options.remount_options(entry.get("tmpfs_options") or {}))
+    live_changes, not_live = _tmpfs_options.live_differences(entry.get("tmpfs_options") or {}, live_options) \
+        if backend == "tmpfs" else ([], [])
+    changes.extend(live_changes)
     for flag in ("noatime", "nosuid", "nodev", "noexec"):
         wanted = flag in entry["options"]
         live_has = _live_option(live_options, flag) is not None
@@ -855,7 +863,16 @@ def _decide(entry, facts, host, var_name, errors):
         entry["warnings"].append("%s holds %s, above its max_size of %s: ramfs has no limit of its own" % (
             path, format_size(live.get("used_bytes")), format_size(entry["ram_bytes"])))
 
-    if refuse:
+    if not_live:
+        # The kernel takes no quota option on a remount; a silent change at the next boot would leave the host
+        # without the limits the run reported, so the live mount is left alone and the run refused.
+        errors.append("Host %s: %s.path is '%s': the tmpfs mounted there differs in %s, and the kernel cannot change "
+                      "%s on a live tmpfs. Unmount it yourself (after saving what it holds) and run again to mount it "
+                      "fresh, or set %s to what the live mount has." % (
+                          host, where, path, "; ".join(not_live), "these" if len(not_live) > 1 else "this",
+                          " and ".join("%s.%s" % (where, text.split(" ")[0]) for text in not_live)))
+        entry["action"] = "refuse"
+    elif refuse:
         errors.append("Host %s: %s.path is '%s': %s. Shrinking a tmpfs under its data fails, and a failed remount "
                       "would unmount it and lose the data. Free space first or choose a larger %s.size or "
                       "%s.nr_inodes." % (host, where, path, " and ".join(refuse), where, where))
@@ -882,10 +899,24 @@ def _check_migration_fits(entry, path_facts, host, where, errors):
                           host, where, key, _show(entry["size"]), format_size(usage), entry["path"], where, key,
                           format_size(usage)))
         entry["action"] = "refuse"
-    elif entry["nr_inodes"] is not None and inodes > entry["nr_inodes"]:
-        errors.append("Host %s: %s.nr_inodes is %d: the %d entries already in '%s' would not fit. Set %s.nr_inodes "
-                      "to at least %d." % (host, where, entry["nr_inodes"], inodes, entry["path"], where, inodes))
+    elif entry["nr_inodes"] is not None and inodes_needed(path_facts) > entry["nr_inodes"]:
+        needed = inodes_needed(path_facts)
+        xattr_bytes = path_facts.get("xattr_bytes") or 0
+        errors.append("Host %s: %s.nr_inodes is %d: the %d entries already in '%s'%s would not fit. Set %s.nr_inodes "
+                      "to at least %d." % (
+                          host, where, entry["nr_inodes"], inodes, entry["path"],
+                          " and their extended attributes (%s, which tmpfs charges to nr_inodes at 1 KiB an inode: "
+                          "%d more)" % (format_size(xattr_bytes), needed - inodes) if needed > inodes else "",
+                          where, needed))
         entry["action"] = "refuse"
+
+
+def inodes_needed(path_facts):
+    """The nr_inodes a tmpfs needs to take a copy of the directory PATH_FACTS describes: one an entry (a hard link's
+    every name: tmpfs charges each), plus what the extended attributes take of the same limit, which tmpfs counts
+    as 1 KiB an inode (the scan's xattr_bytes, ACLs excluded: tmpfs keeps those with the inode)."""
+    inodes = path_facts.get("inodes") or 0
+    return inodes + -(-(path_facts.get("xattr_bytes") or 0) // 1024)
 
 
 def plan_summary(plan):

@@ -335,6 +335,10 @@ def test_label_names_the_entry_in_errors_and_output():
      "the 3 entries already in '/var/tmp' would not fit"),
     (ok_entry(path="/var/tmp", migrate=True), "tmpfs_mounts[0].path", {"complete": False},
      "could not be measured in time"),
+    # 3 entries and 2,100 bytes of extended attributes: 3 + ceil(2100 / 1024) = 6 of tmpfs's 1 KiB inode units.
+    (ok_entry(path="/var/tmp", nr_inodes=5, migrate=True), "tmpfs_mounts[0].nr_inodes is 5", {"xattr_bytes": 2100},
+     "the 3 entries already in '/var/tmp' and their extended attributes (2.1 KiB, which tmpfs charges to nr_inodes "
+     "at 1 KiB an inode: 3 more) would not fit. Set tmpfs_mounts[0].nr_inodes to at least 6."),
 ])
 def test_migration_must_fit(entry, where, fact_change, needle):
     facts = dict(FACTS, paths=dict(FACTS["paths"], **{"/var/tmp": dict(FACTS["paths"]["/var/tmp"], **fact_change)}))
@@ -342,6 +346,12 @@ def test_migration_must_fit(entry, where, fact_change, needle):
     assert result["mounts"][0]["action"] == "refuse"
     (error,) = result["errors"]
     assert where in error and needle in error
+
+
+def test_migration_fits_with_its_extended_attributes():
+    facts = dict(FACTS, paths=dict(FACTS["paths"], **{"/var/tmp": dict(FACTS["paths"]["/var/tmp"], xattr_bytes=2048)}))
+    result = plan([ok_entry(path="/var/tmp", nr_inodes=5, migrate=True)], facts)
+    assert result["errors"] == [] and result["mounts"][0]["action"] == "migrate"
 
 
 RAMFS_FACTS = dict(FACTS, mounts=FACTS["mounts"] + [
