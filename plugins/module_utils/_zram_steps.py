@@ -630,6 +630,9 @@ def apply_zram(entries, ex, journal, run, settings):
                 txn = Transaction(ex, journal, run, "zram-" + entry["name"], what)
                 txn.start()
                 txn.forward()
+                # What the kernel chose, where the entry left the algorithm to it.
+                out[-1]["algorithm"] = (read_device(info["device"], ex.kernel.read) or {}).get("algorithm") or \
+                    out[-1]["algorithm"]
             except (StepError, AtomicWriteError, OSError, KeyError) as exc:
                 if ex.check:
                     raise

@@ -278,8 +278,8 @@ def main():
     finally:
         lock.release()
     module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done + zram), mounts=done,
-                     zram=zram_out(zram), recovered=recovered, lock={"waited": round(taken.get("waited") or 0, 1),
-                                                "stale": taken.get("stale")})
+                     zram=zram_out(zram), recovered=recovered,
+                     lock={"waited": round(taken.get("waited") or 0, 1), "stale": taken.get("stale")})
 
 
 if __name__ == "__main__":

@@ -21,7 +21,16 @@ and ramfs entries, both as Ansible runs a module (a Python process reading its a
 - full disk: /etc on a full tmpfs: the run fails saying the file is unchanged, /etc/fstab is as it was, nothing
   stays mounted, no record; with room again, the next run leaves the reference end state.
 
-Usage: transaction.py --work DIR [--keep DIR] [--jobs N] [--tries N] [--only kill,cp-kill,concurrency,full-disk].
+- zram, one case at a time (the kernel's devices are global): a run as the zram role does it (ramdisk_apply
+  finishing or undoing what a dead run left, ramdisk_facts and the zram plan, then ramdisk_apply with the devices)
+  of a swap device and of a migrated file system, killed just before each journal write N. Right after the kill
+  every new device of ours is one the journal or a record names, and a mount over the directory holds all of it;
+  the next run succeeds and leaves what an uninterrupted run leaves (device size and algorithm, swap priority,
+  mount, root, tree, fstab, records; device numbers aside). Then a run whose device 3 of 4 the kernel refuses:
+  it fails, and no device, swap, mount, fstab line or record of it is left. Each case removes every device it made.
+
+Usage: transaction.py --work DIR [--keep DIR] [--jobs N] [--tries N]
+       [--only kill,cp-kill,concurrency,full-disk,zram].
 Prints a table per part and exits 1 when a property failed, 2 when the test could not run; each failed case's
 log and result go to --keep (build/transaction).
 """
@@ -773,6 +782,16 @@ def zram_case(spec, runner):
             out["hidden"] = {"new_devices": len(new), "killed_after": describe_line(lines[-1] if lines else None, whats)}
             if unaccounted:
                 out["problems"].append("right after the kill, zram devices no record or journal names: %s" % unaccounted)
+            if fixture is not None and mounts_at(ZDATA):
+                # A mount over the directory right after the kill is the dead run's, past its move, holding it all.
+                if not any((line.get("what") or {}).get("zram") == "txfs" for line in lines if line.get("t") == "txn"):
+                    out["problems"].append("%s is covered by a mount that no journal names" % ZDATA)
+                # Its root has the entry's owner and mode, not the directory's: only what is in it is compared.
+                mounted, mounted_problems = tree_digest(ZDATA)
+                inside = dict((rel, digest) for rel, digest in fixture.items() if rel != ".")
+                mounted = dict((rel, digest) for rel, digest in mounted.items() if rel != ".")
+                out["problems"] += ["what covers %s after the kill: %s" % (ZDATA, p) for p in mounted_problems
+                                    + compare_trees(inside, mounted, "fixture", "mount", b_fs_root=True)]
             second = zram_run(runner, spec["policy"])
             out["second"] = outcome(second)
             if not second["ok"]:
@@ -989,9 +1008,9 @@ def report_zram(results, ends):
             problems.append("%s: no run with %s=N (N up to %d) finished" % (policy, KILL_ENV, MAX_KILL_AT))
             continue
         total += end - 1
+        entries = ", ".join("%s %s" % (entry["name"], entry["use"]) for entry in ZRAM_POLICIES[policy])
         print("\nzram kill points, %s (%s): a run killed just before its journal write N, then the next run. %d "
-              "journal writes in an uninterrupted run." % (policy, ", ".join("%s %s" % (e["name"], e["use"]) for e in
-                                                                        ZRAM_POLICIES[policy]), end - 1))
+              "journal writes in an uninterrupted run." % (policy, entries, end - 1))
         print("%4s  %-34s %-8s %-40s %-7s %s" % ("N", "killed after (journal)", "devices", "the next run recovered",
                                                  "2nd run", "verdict"))
         for n in range(1, end + 1):
