@@ -438,6 +438,8 @@ def build_zram(entry, ex, settings, taken):
     name = entry["name"]
     known = (settings.get("known") or {}).get(name)
     state = read_device(known, kernel.read) if known else None
+    if state is not None and not recorded_device(kernel, entry, known, state):
+        state = None  # its number is someone else's now (a reboot gave it to another user): left alone
     persistence = settings.get("persistence") or "units"
     units = persistence == "units" and ex.systemd
     unit = entry["unit"]
@@ -464,7 +466,7 @@ def build_zram(entry, ex, settings, taken):
                                                         settings.get("vendor_tmp"), ex.systemd), ex.systemd)
             pivot = mount_pivot
             steps.extend(mount_steps)
-        swap = swap_of(kernel, known)
+        swap = swap_of(kernel, known) if state is not None else None
         if swap is not None:
             pivot = len(steps)
             add("swapoff", {"device": known, "priority": swap["priority"], "label": name})
@@ -577,6 +579,22 @@ def build_zram(entry, ex, settings, taken):
         elif old_lines:
             add("swap_fstab", {"src": src, "line": None, "old": old_lines})
     return steps, pivot, info
+
+
+def recorded_device(kernel, entry, device, state):
+    """Whether DEVICE (its sysfs STATE) is the one the record of ENTRY describes: of the size the record says, or
+    in use as the entry uses it (swap; mounted at its path), as a device of ours may be while a reboot is needed.
+    After a reboot without our unit the number may belong to another user of the kernel, whose device must not be
+    reset or removed."""
+    if entry["use"] == "swap" and swap_of(kernel, device) is not None:
+        return True
+    if entry.get("mount") and entry["mount"]["path"] in mounted_at(kernel, device):
+        return True
+    size = None
+    for line in (kernel.read(paths.zram_record_file(entry["name"])) or "").splitlines():
+        if line.startswith("SIZE=") and line[5:].strip().isdigit():
+            size = int(line[5:].strip())
+    return bool(state["disksize"]) and state["disksize"] == size
 
 
 def setup_text_with_header():

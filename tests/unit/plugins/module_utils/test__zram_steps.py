@@ -245,6 +245,17 @@ def test_a_recorded_device_that_is_gone_is_made_again_and_its_old_fstab_line_goe
     assert "/dev/zram5" not in fstab and "/dev/zram0 none swap" in fstab
 
 
+def test_a_recorded_number_that_another_user_holds_now_is_left_alone_and_a_new_device_made(host):
+    kernel = FakeKernel()
+    run([swap()], kernel, host)
+    kernel.swapping.clear()  # a reboot: the swap and the device went; someone else's device has the number now
+    kernel.devices["zram0"] = {"disksize": 8 * MIB, "algorithm": "lzo", "mem_limit": 0}
+    _ex, out = run([swap()], kernel, host, known=known_from_records())
+    assert out[0]["device"] == "zram1" and out[0]["action"] == "create"
+    assert kernel.devices["zram0"] == {"disksize": 8 * MIB, "algorithm": "lzo", "mem_limit": 0}
+    assert "/dev/zram0" not in open(paths.FSTAB).read()
+
+
 def test_a_mem_limit_change_is_made_live_and_its_undo_puts_the_old_one_back(host):
     kernel = FakeKernel()
     run([swap()], kernel, host)
