@@ -31,14 +31,16 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _host_pat
 from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import AtomicWriteError, remove_file, write_file
 from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import remove_entry, set_entry
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, boot_id
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import PersistSteps
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import build as build_persisted
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, tree_digest
 from ansible_collections.ramdisk.provision.plugins.module_utils import _zram_steps
 
 HEADER = "# Written by the ramdisk.provision collection: changes here are overwritten on its next run.\n"
 # Steps that act on mounts: after a reboot they have nothing left to undo or finish.
-LIVE_STEPS = ("mount", "move", "unmount", "remount", "root", "bind", "release", "copy", "systemctl_start") + \
-    _zram_steps.LIVE_STEPS
+LIVE_STEPS = ("mount", "move", "unmount", "remount", "root", "bind", "release", "copy", "systemctl_start", "sync",
+              "verify", "writeback") + _zram_steps.LIVE_STEPS
 PIVOTS = ("mount", "move", "remount", "unmount", "systemctl_start")
 MAX_LISTED = 10
 
@@ -98,12 +100,16 @@ def _fill_options(options):
     return out
 
 
-class Executor(_zram_steps.ZramSteps):
+class Executor(_zram_steps.ZramSteps, PersistSteps):
     """Run and undo steps. RUN(argv) -> (rc, out, err); SYSTEMD: whether systemd is the service manager.
-    The zram devices' steps come from _zram_steps.ZramSteps."""
+    The zram devices' steps come from _zram_steps.ZramSteps, persist's from _persist_steps.PersistSteps.
+    PERSIST_HELPER: the text of the persist helper (roles/mount/files/persist.sh), for mounts with persist."""
 
-    def __init__(self, run, systemd, host, journal=None, check=False):
+    def __init__(self, run, systemd, host, journal=None, check=False, persist_helper=None):
         self.run_command = run
+        self.persist_helper = persist_helper
+        # Sentences for the user that do not stop the run (a persisted mount's last sync refused, ...).
+        self.warnings = []
         self.systemd = systemd
         self.host = host
         self.journal = journal
@@ -120,6 +126,9 @@ class Executor(_zram_steps.ZramSteps):
             raise StepError("%s failed (%s): %s" % (what, " ".join(argv), (err or out or "exit %d" % rc).strip()))
         return out
 
+    def error(self, message):
+        raise StepError(message)
+
     def reload(self):
         if self.systemd:
             self._tool(["systemctl", "daemon-reload"], "Reloading systemd")
@@ -128,9 +137,11 @@ class Executor(_zram_steps.ZramSteps):
     # Each gets its ARGS (as journaled) and returns what it learnt (journaled with `done`).
 
     def do_mkdir(self, args):
+        mode = int(str(args.get("mode") or "0755"), 8)
         for directory in args["create"]:
             if not os.path.isdir(directory):
-                os.mkdir(directory, 0o755)
+                os.mkdir(directory, mode)
+                os.chmod(directory, mode)  # whatever the umask
         return {}
 
     def do_mount(self, args):
@@ -330,6 +341,9 @@ class Executor(_zram_steps.ZramSteps):
         return True
 
     def undo_systemctl(self, args, result, same_boot):
+        if args.get("unrestore"):
+            # Without the mark of its restore, the stop-time sync of persist refuses: the backing stays as it was.
+            remove_file(args["unrestore"])
         if self.systemd and args.get("undo"):
             rc, _out, _err = self.run_command(["systemctl"] + list(args["undo"]))
             return rc == 0
@@ -394,9 +408,17 @@ def _record_text(item):
     return json.dumps(item["record"], indent=4, sort_keys=True) + "\n"
 
 
-def build(item, systemd):
+def build(item, systemd, ex=None):
     """(steps, pivot) of ITEM (a mount_items() entry) from what the host holds now; pivot is None when the
-    transaction has no point of no return (files only)."""
+    transaction has no point of no return (files only). EX (the executor) answers a persisted mount's questions."""
+    if item.get("persist"):
+        return build_persisted(item, ex, _build_mount, _file_step)
+    return _build_mount(item, systemd)
+
+
+def _build_mount(item, systemd, middle=()):
+    """build() of the mount itself; MIDDLE: steps to take before its record (persist's), or before a mount point
+    that goes is removed."""
     from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import lines_for, same
     from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import root_same
     path = item["path"]
@@ -426,12 +448,19 @@ def build(item, systemd):
             units |= _file_step(steps, files["seed"], None)
         if units and systemd:
             steps.append({"step": "reload", "args": {}})
+        steps.extend(middle)
         if action == "unmount" and (item.get("record") or {}).get("created_dir"):
             steps.append({"step": "rmdir", "args": {"path": path}})
         _file_step(steps, files["tmpfiles"], None)
         _file_step(steps, files["record"], None)
         return steps, pivot
 
+    for key, lookup, kind in (("owner", _uid, "user"), ("group", _gid, "group")):
+        try:
+            lookup(item.get(key))
+        except KeyError:
+            raise StepError("%s.%s is %r: no such %s on this host. Create it first or choose another %s"
+                            % (item.get("label") or path, key, item.get(key), kind, key))
     if not os.path.isdir(path):
         create = []
         current = path
@@ -506,6 +535,7 @@ def build(item, systemd):
         units = True
     if units and systemd and not (steps and steps[-1]["step"] == "reload"):
         steps.append({"step": "reload", "args": {}})
+    steps.extend(middle)
     _file_step(steps, files["record"], _record_text(item), header=False)
     if texts.get("tmpfiles") and systemd:
         _file_step(steps, files["tmpfiles"], texts["tmpfiles"])
@@ -677,7 +707,11 @@ def apply(items, ex, journal, run):
     """
     planned = []
     for item in items:
-        steps, pivot = build(item, ex.systemd)
+        try:
+            steps, pivot = build(item, ex.systemd, ex)
+        except (StepError, OSError) as exc:
+            raise ApplyError("Host %s: %s cannot be carried out, so this run changed nothing: %s."
+                             % (ex.host, item["path"], _error_text(exc)))
         planned.append((item, steps, pivot))
     out = [{"path": item["path"], "action": item.get("action"), "steps": [step["step"] for step in steps],
             "changed": bool(steps)} for item, steps, pivot in planned]

@@ -8,9 +8,12 @@ once per run before it decides anything. It only reads /proc, /sys and statvfs.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import gzip
 import json
 import os
+import platform
 import re
 import stat
 
@@ -248,8 +251,52 @@ def kernel_config(release):
     return None
 
 
-def support_facts(filesystems, release, container, zram_devices=(), config=None, crypto_text=None):
-    """What the kernel offers. CONFIG: kernel_config(); CRYPTO_TEXT: /proc/crypto (both read here when None)."""
+# fsopen(2) and fsconfig(2): the same numbers on every architecture since Linux 5.2, but alpha's.
+_FSOPEN, _FSCONFIG, _FSCONFIG_SET_FLAG = 430, 431, 0
+
+
+def probe_tmpfs_flag(name):
+    """Whether the kernel's tmpfs takes the mount option NAME (a flag), or None when it cannot be asked.
+
+    fsopen("tmpfs") makes a file system context and fsconfig() parses the one option into it; closing it drops
+    the context. No superblock is made and nothing is mounted: the host does not change.
+    """
+    if platform.system() != "Linux" or platform.machine().startswith("alpha"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.syscall(_FSOPEN, b"tmpfs", 0)
+        if fd < 0:
+            return None
+        try:
+            if libc.syscall(_FSCONFIG, fd, _FSCONFIG_SET_FLAG, name.encode(), None, 0) == 0:
+                return True
+            return False if ctypes.get_errno() == errno.EINVAL else None
+        finally:
+            os.close(fd)
+    except (OSError, AttributeError):
+        return None
+
+
+def tmpfs_quota_support(release, config, probe=probe_tmpfs_flag):
+    """(whether tmpfs takes usrquota here, what says so): the kernel when it can be asked without a change, else
+    its config (CONFIG_TMPFS_QUOTA), else its version (6.6 brought tmpfs quotas)."""
+    if not kernel_at_least(release or "", (6, 6)):
+        return False, "Linux %s is older than 6.6" % release
+    answer = probe("usrquota") if probe else None
+    if answer is not None:
+        return answer, "the kernel %s usrquota for tmpfs (fsopen probe)" % ("takes" if answer else "refuses")
+    if config is not None:
+        if config.get("CONFIG_TMPFS_QUOTA") == "y":
+            return True, "CONFIG_TMPFS_QUOTA=y in the kernel's config"
+        return False, "CONFIG_TMPFS_QUOTA is not set in the kernel's config"
+    return True, "Linux %s is 6.6 or later (its config could not be read)" % release
+
+
+def support_facts(filesystems, release, container, zram_devices=(), config=None, crypto_text=None,
+                  probe=probe_tmpfs_flag):
+    """What the kernel offers. CONFIG: kernel_config(); CRYPTO_TEXT: /proc/crypto (both read here when None);
+    PROBE: probe_tmpfs_flag, or None not to ask the kernel."""
     modules_disabled = (_read("/proc/sys/kernel/modules_disabled", "0") or "0").strip() == "1"
     zram = bool(
         os.path.exists("/sys/class/zram-control")
@@ -270,6 +317,7 @@ def support_facts(filesystems, release, container, zram_devices=(), config=None,
             release, config, crypto_text if crypto_text is not None else _read("/proc/crypto", ""),
             None if modules_disabled else (lambda name: _module_present(release, (name,))))
     swap_areas_max, swap_areas_basis = max_swap_areas(release, config)
+    tmpfs_quota, tmpfs_quota_from = tmpfs_quota_support(release, config, probe if "tmpfs" in filesystems else None)
     return {
         "tmpfs": "tmpfs" in filesystems,
         "ramfs": "ramfs" in filesystems,
@@ -283,6 +331,8 @@ def support_facts(filesystems, release, container, zram_devices=(), config=None,
         "swap_areas_max": swap_areas_max,
         "swap_areas_basis": swap_areas_basis,
         "tmpfs_noswap": kernel_at_least(release, (6, 4)),
+        "tmpfs_quota": tmpfs_quota,
+        "tmpfs_quota_from": tmpfs_quota_from,
         "container": container,
         "kernel": release,
     }
@@ -446,7 +496,7 @@ def path_facts(path, mountinfo, scan_timeout):
     entry = {
         "exists": False, "is_dir": None, "mountpoint": False, "mount_point": None, "fstype": None,
         "source": None, "usage_bytes": None, "inodes": None, "complete": None, "errors": 0, "empty": None,
-        "scan_seconds": None, "uid": None, "gid": None, "mode": None,
+        "xattr_bytes": None, "scan_seconds": None, "uid": None, "gid": None, "mode": None,
     }
     if not os.path.isabs(path):
         entry["error"] = "not an absolute path"
@@ -469,10 +519,12 @@ def path_facts(path, mountinfo, scan_timeout):
         mode="%04o" % stat.S_IMODE(st.st_mode),
     )
     if entry["is_dir"]:
-        usage = tree_usage(real, scan_timeout)
+        # What a migrate into a tmpfs with nr_inodes needs: its extended attributes are charged to that limit.
+        usage = tree_usage(real, scan_timeout, xattrs=True)
         entry.update(
             usage_bytes=usage["usage_bytes"],
             inodes=usage["inodes"],
+            xattr_bytes=usage["xattr_bytes"],
             complete=usage["complete"],
             errors=usage["errors"],
             scan_seconds=usage["seconds"],

@@ -27,6 +27,14 @@ STAGE_ROOT = RUN_DIR + "/lower"
 # A private mount under which a migrate fills its new RAM mount before moving it over the directory.
 NEW_ROOT = RUN_DIR + "/new"
 
+# persist: the helper its units run (roles/mount/files/persist.sh names the same places), what a restore leaves
+# for the syncs of that boot, the result of each sync (read by the metrics collector), and the collector.
+LIBEXEC_DIR = "/usr/local/libexec/ramdisk-provision"
+PERSIST_HELPER = LIBEXEC_DIR + "/persist"
+PERSIST_STATE_DIR = RUN_DIR + "/persist"
+PERSIST_STATUS_DIR = STATE_DIR + "/persist"
+METRICS_COLLECTOR = LIBEXEC_DIR + "/metrics/_metrics.py"
+
 FSTAB = "/etc/fstab"
 UNIT_DIR = "/etc/systemd/system"
 TMPFILES_DIR = "/etc/tmpfiles.d"
@@ -34,6 +42,8 @@ TMP_DROPIN_DIR = UNIT_DIR + "/tmp.mount.d"
 TMP_DROPIN = TMP_DROPIN_DIR + "/50-ramdisk-provision.conf"
 # The boot-time copy unit's [Install] WantedBy: enabling it makes a link here.
 SEED_WANTS = UNIT_DIR + "/local-fs.target.wants"
+# Where a mount unit made by hand or shipped by the distribution is found (fstab's own are generated under /run).
+MOUNT_UNIT_DIRS = (UNIT_DIR, "/run/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
 VENDOR_TMP_UNITS = ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount")
 
 
@@ -71,3 +81,16 @@ def seed_link(token):
 
 def tmpfiles_file(token):
     return "%s/ramdisk-provision-%s.conf" % (TMPFILES_DIR, token)
+
+
+def persist_conf_file(token):
+    return "%s/%s.conf" % (PERSIST_CONF_DIR, token)
+
+
+def persist_unit_files(token):
+    """The persist unit, the sync service and its timer of the mount with TOKEN, by kind."""
+    return {
+        "persist": "%s/ramdisk-persist-%s.service" % (UNIT_DIR, token),
+        "sync": "%s/ramdisk-persist-sync-%s.service" % (UNIT_DIR, token),
+        "timer": "%s/ramdisk-persist-sync-%s.timer" % (UNIT_DIR, token),
+    }

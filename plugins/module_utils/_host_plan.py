@@ -12,7 +12,10 @@ Everything that reads the host goes through the HostView, so the rules here are 
 from __future__ import annotations
 
 import difflib
+import shlex
+import stat
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _fstab
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_steps
 from ansible_collections.ramdisk.provision.plugins.module_utils._brd_plan import plan_brd
@@ -25,6 +28,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
     path_text_problem,
     plan_ramfs,
     plan_tmpfs,
+    refused_directory,
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils._policy import (
     ALL_KEYS,
@@ -135,7 +139,8 @@ def _raw_entries(sources, swap_devices):
 
 
 def path_errors(host, sources, swap_devices, view):
-    """Paths no planner may take: control characters, names Linux refuses, and links anywhere in the path.
+    """Paths no planner may take: control characters, names Linux refuses, a parent that is not a directory (a
+    file, or a link to one), and links anywhere in the path.
 
     A path is never mounted through a link: the mount would land on the link's target (a link to /etc
     puts the RAM mount over /etc). Returns (errors, labels of the refused entries).
@@ -154,7 +159,14 @@ def path_errors(host, sources, swap_devices, view):
                 refused.add(label)
                 continue
             path = normalize_path(raw)
-            if path is None:
+            if path is None or (key == "path" and refused_directory(path) is not None):
+                continue  # the planner says what is wrong with it (a system directory: /lib may be a link to /usr/lib)
+            blocker = view.not_a_directory(path)
+            if blocker is not None:
+                errors.append("Host %s: %s.%s is %s: '%s' on this host is %s, not a directory, so nothing can be made "
+                              "or mounted under it. Choose a path whose parents are all directories, or move '%s' "
+                              "away." % (host, label, key, _show(raw), blocker[0], blocker[1], blocker[0]))
+                refused.add(label)
                 continue
             link = view.first_link(path)
             if link is not None:
@@ -163,6 +175,16 @@ def path_errors(host, sources, swap_devices, view):
                               % (host, label, key, _show(raw), link[0], link[1], view.realpath(path)))
                 refused.add(label)
     return errors, refused
+
+
+def file_kind(mode):
+    """What a file of MODE (st_mode) is, in words."""
+    for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"),
+                        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return words
+    return "not a directory"
 
 
 def root_overrides(sources, facts, records, view):
@@ -237,6 +259,37 @@ def mount_errors(host, mounts, facts, records, policy_paths, vendor_tmp=False):
                           "of it in %s), so removing it could drop data that is not ours. Unmount it yourself; if an "
                           "earlier release of this collection made it, apply the entry with state: mounted once, "
                           "which records it, then remove it." % (host, label, entry.get("fstype"), path, RECORD_DIR))
+    return errors
+
+
+def unaccounted_errors(host, mounts, records, view, vendor_tmp=False):
+    """A live tmpfs or ramfs at a path to mount is taken over only when something accounts for it: a record of
+    this collection, an /etc/fstab line of that type, a mount unit, the distribution's tmp.mount for /tmp, or an
+    open transaction of the journal. Anything else (a mount a killed run left, say) may hide the directory's disk
+    contents, and adopting it would make that permanent."""
+    errors = []
+    fstab = view.read(_host_paths.FSTAB) or ""
+    journal = set(view.journal_paths())
+    for entry in mounts:
+        live = entry.get("current")
+        path = entry["path"]
+        if entry["state"] != "mounted" or entry.get("action") not in ("ok", "remount") or not live or \
+                live.get("fstype") not in ("tmpfs", "ramfs"):
+            continue
+        if path in records or path in journal or (vendor_tmp and path == "/tmp" and live["fstype"] == "tmpfs"):
+            continue
+        if any(line["entry"]["fstype"] == live["fstype"] for line in _fstab.lines_for(fstab, path)):
+            continue
+        unit = _mount_steps.mount_unit(path)
+        if any(view.exists("%s/%s" % (directory, unit)) for directory in _host_paths.MOUNT_UNIT_DIRS):
+            continue
+        errors.append("Host %s: %s.path is '%s': a %s is mounted there that nothing accounts for, so this collection "
+                      "will not take it over. It has no record in %s, no /etc/fstab line, no unit %s and no open "
+                      "journal entry: a run that was killed may have left it, and it hides what the directory holds "
+                      "on disk. Look at it with findmnt %s and at its files; if it is yours, add its /etc/fstab line "
+                      "and run again; if not, copy out what you need from it, unmount it (umount %s) and run again."
+                      % (host, entry["label"], path, live["fstype"], RECORD_DIR, unit, shlex.quote(path),
+                         shlex.quote(path)))
     return errors
 
 
@@ -556,6 +609,8 @@ def _check_on_host(host, errors, warnings, facts, view, records, kept, policy, b
 
     errors.extend(mount_errors(host, mounts, facts, records, policy_paths | set(m["path"] for m in zram_mounts),
                                view.systemd() and view.vendor_tmp_mount()))
+    errors.extend(unaccounted_errors(host, tmpfs["mounts"] + ramfs["mounts"], records, view,
+                                     view.systemd() and view.vendor_tmp_mount()))
     errors.extend(busy_errors(host, mounts, view, view.systemd() and view.vendor_tmp_mount()))
     problems, ids = account_errors(host, mounts, view, kept)
     errors.extend(problems)

@@ -19,9 +19,56 @@ from __future__ import annotations
 import hashlib
 import re
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _fstab
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 
 DROPIN = _host_paths.TMP_DROPIN
+# Words a unit file or a tmpfiles.d line carries as they are; anything else is quoted (existing texts stay as
+# they were, so hosts set up before see no change).
+_PLAIN_WORD_RE = re.compile(r"^[A-Za-z0-9._@+/:=,-]+\Z")
+# A tmpfiles.d 'z' line takes a glob: these stand for themselves only behind a backslash.
+_GLOB_RE = re.compile(r"([*?\[\]\\])")
+
+
+def specifiers(text):
+    """TEXT in a unit setting that expands specifiers but splits no words (Description=, ConditionPath*=)."""
+    return text.replace("%", "%%")
+
+
+def unit_word(text, command=False):
+    """TEXT as one word of a setting that splits words: RequiresMountsFor=, a tmpfiles.d field, or (COMMAND) an
+    ExecStart= argument. Quoted when it holds anything but plain characters, '\\' and '"' escaped; '%' doubled
+    (specifiers) and, in a command, '$' doubled (variables). systemd and systemd-tmpfiles both read it back as TEXT.
+    """
+    text = specifiers(text)
+    if command:
+        text = text.replace("$", "$$")
+    if _PLAIN_WORD_RE.match(text):
+        return text
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def escape_path(path):
+    """PATH as systemd-escape --path writes it, the name of its .mount unit without the suffix: '/' is '-',
+    and a byte other than a letter, digit, ':', '_' or a '.' that does not lead becomes \\xNN."""
+    trimmed = "/".join(part for part in path.split("/") if part)
+    if not trimmed:
+        return "-"
+    out = []
+    for index, byte in enumerate(trimmed.encode("utf-8", "surrogateescape")):
+        char = chr(byte)
+        if char == "/":
+            out.append("-")
+        elif (char.isascii() and (char.isalnum() or char in ":_")) or (char == "." and index > 0):
+            out.append(char)
+        else:
+            out.append("\\x%02x" % byte)
+    return "".join(out)
+
+
+def mount_unit(path):
+    """The name systemd gives the .mount unit of PATH."""
+    return escape_path(path) + ".mount"
 
 
 def token(path):
@@ -34,38 +81,42 @@ def _octal(mode):
 
 
 def seed_unit(entry, stage):
-    """The boot-time copy unit of a migrated mount without persist."""
+    """The boot-time copy unit of a migrated mount without persist. Paths are quoted for systemd (unit_word)."""
     path = entry["path"]
     parent = path.rsplit("/", 1)[0] or "/"
     lower = "%s/%s" % (stage, path.rsplit("/", 1)[1])
+
+    def run(*argv):
+        return "ExecStart=" + " ".join(unit_word(arg, command=True) for arg in argv)
+
     lines = [
         "# The RAM mount at %s starts empty at boot; this copies in the directory that lies" % path,
         "# under it on disk, seen through a private, non-recursive bind of its parent. The disk copy is only read.",
         "[Unit]",
-        "Description=Copy the disk contents of %s into its RAM mount" % path,
+        "Description=Copy the disk contents of %s into its RAM mount" % specifiers(path),
         "DefaultDependencies=no",
-        "RequiresMountsFor=%s" % path,
-        "ConditionPathIsMountPoint=%s" % path,
+        "RequiresMountsFor=%s" % unit_word(path),
+        "ConditionPathIsMountPoint=%s" % specifiers(path),
         "Before=local-fs.target",
         "",
         "[Service]",
         "Type=oneshot",
         "RemainAfterExit=yes",
-        "ExecStart=/usr/bin/mkdir -p %s" % stage,
-        "ExecStart=/usr/bin/mount --bind %s %s" % (parent, stage),
-        "ExecStart=/usr/bin/mount --make-private %s" % stage,
-        "ExecStart=/usr/bin/cp -a --no-target-directory %s/. %s" % (lower, path),
+        run("/usr/bin/mkdir", "-p", stage),
+        run("/usr/bin/mount", "--bind", parent, stage),
+        run("/usr/bin/mount", "--make-private", stage),
+        run("/usr/bin/cp", "-a", "--no-target-directory", lower + "/.", path),
         "# cp -a also gave the mount's root the disk directory's owner and mode: set the entry's again.",
     ]
     if entry.get("owner") is not None:
         group = entry.get("group")
-        lines.append("ExecStart=/usr/bin/chown %s%s %s" % (entry["owner"], (":%s" % group) if group is not None else "",
-                                                           path))
+        lines.append(run("/usr/bin/chown", "%s%s" % (entry["owner"], (":%s" % group) if group is not None else ""),
+                         path))
     if entry.get("mode") is not None:
-        lines.append("ExecStart=/usr/bin/chmod %s %s" % (entry["mode"], path))
+        lines.append(run("/usr/bin/chmod", str(entry["mode"]), path))
     lines += [
-        "ExecStart=/usr/bin/umount %s" % stage,
-        "ExecStopPost=-/usr/bin/umount %s" % stage,
+        run("/usr/bin/umount", stage),
+        "ExecStopPost=-" + " ".join(unit_word(arg, command=True) for arg in ("/usr/bin/umount", stage)),
         "",
         "[Install]",
         "WantedBy=local-fs.target",
@@ -76,7 +127,7 @@ def seed_unit(entry, stage):
 def tmpfiles_line(entry):
     """Mode and owner of a mount whose file system takes no mode=/uid=/gid= (ramfs, ext4, xfs), set at boot."""
     return ("# Mode and owner of the %s mounted at %s, set again at every boot.\n"
-            "z %s %s %s %s -\n" % (entry["fstype"], entry["path"], entry["path"],
+            "z %s %s %s %s -\n" % (entry["fstype"], entry["path"], unit_word(_GLOB_RE.sub(r"\\\1", entry["path"])),
                                    "-" if entry.get("mode") is None else _octal(entry["mode"]),
                                    entry.get("owner") or "-", entry.get("group") or "-"))
 
@@ -130,16 +181,14 @@ def item(entry, vendor_tmp, systemd, paths=None):
     if not isinstance(out.get("steps"), dict):
         found = (paths or {}).get(entry["path"]) or (paths or {}).get(entry.get("path_given") or entry["path"]) or {}
         out["steps"] = default_steps(out, systemd, bool(found.get("exists")))
-    # Keeping data in a backing (persist) takes a task tree of its own, one entry at a time; ramdisk_apply
-    # carries out every other entry, migrate included.
-    out["deep"] = bool(entry.get("persist"))
     out["todo"] = todo(out)
     return out
 
 
 def todo(item):
     """Whether the mount role has anything to do for ITEM: skipped as a whole when no item has."""
-    return bool(item.get("action") in ("mount", "migrate", "remount", "unmount") or item["deep"]
+    # A persisted mount always: ramdisk_apply checks its units and timer run, which the plan does not read.
+    return bool(item.get("action") in ("mount", "migrate", "remount", "unmount") or item.get("persist")
                 or any(item["steps"].values()))
 
 
@@ -160,22 +209,13 @@ def written(content, text):
 
 
 def fstab_lines(text, path):
-    """The fields of each /etc/fstab line for PATH (comments and blank lines aside)."""
-    out = []
-    for line in (text or "").splitlines():
-        fields = line.split()
-        if fields and not fields[0].startswith("#") and len(fields) >= 2 and fields[1] == path:
-            out.append(fields)
-    return out
+    """The fields of each /etc/fstab line for PATH (comments and blank lines aside), unescaped (\\040 is a space)."""
+    return [[line["entry"][field] for field in _fstab.FIELDS] for line in _fstab.lines_for(text or "", path)]
 
 
 def fstab_same(text, entry):
-    """One line for the path, just as ansible.posix.mount state=present would write it (dump and pass 0)."""
-    lines = fstab_lines(text, entry["path"])
-    if len(lines) != 1:
-        return False
-    fields = lines[0] + ["0"] * (6 - len(lines[0]))
-    return fields[:6] == [entry["src"], entry["path"], entry["fstype"], ",".join(entry["options"]), "0", "0"]
+    """One line for the path, with these fields and dump and pass 0."""
+    return _fstab.same(text or "", entry["src"], entry["path"], entry["fstype"], ",".join(entry["options"]))
 
 
 def root_same(root, entry, uid, gid):

@@ -15,10 +15,14 @@ snap-<stamp> (complete copies), .new-<stamp> and .current-<stamp> (a sync under 
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 
 # What the persist helper keeps in a backing directory; anything else there is not ours.
-_BACKING_NAMES_RE = re.compile(r"^(?:current|snap-.+|\.new-.+|\.current-.+)$")
+BACKING_NAMES_RE = re.compile(r"^(?:current|snap-.+|\.new-.+|\.current-.+)$")
 LIVE_ACTIONS = ("ok", "remount")
 
 
@@ -33,7 +37,7 @@ def unit_names(token):
 
 def foreign_names(names):
     """Entries of a backing directory that the persist helper did not make, sorted."""
-    return sorted(name for name in names or () if not _BACKING_NAMES_RE.match(name))
+    return sorted(name for name in names or () if not BACKING_NAMES_RE.match(name))
 
 
 def review_persist(mounts, states, host="localhost"):
@@ -127,3 +131,134 @@ def review_persist(mounts, states, host="localhost"):
             verify = None
         decisions[token] = {"source": source, "adopt": adopt, "verify": verify}
     return {"errors": errors, "warnings": warnings, "decisions": decisions}
+
+
+def _conf_backing(token):
+    try:
+        with open(paths.persist_conf_file(token)) as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in text.splitlines():
+        if line.startswith("BACKING="):
+            value = line[8:]
+            try:
+                words = shlex.split(value)
+            except ValueError:
+                return value
+            return words[0] if len(words) == 1 else value
+    return None
+
+
+def unit_state(unit, systemd, run):
+    """(active, enabled) of UNIT as systemd says; (False, False) without systemd. RUN(argv) -> (rc, out, err),
+    with LC_ALL=C."""
+    if not systemd:
+        return False, False
+    rc, out, _err = run(["systemctl", "show", "-p", "ActiveState", "-p", "UnitFileState", unit])
+    values = dict(line.split("=", 1) for line in (out or "").splitlines() if "=" in line) if rc == 0 else {}
+    return values.get("ActiveState") == "active", values.get("UnitFileState") == "enabled"
+
+
+def read_state(token, backing, live_path, systemd, run):
+    """What review_persist() decides from for the mount with TOKEN (see there), read from the host. LIVE_PATH: the
+    path of a live RAM mount whose emptiness matters, or None. RUN: as unit_state() takes it."""
+    unit = os.path.exists(paths.persist_unit_files(token)["persist"])
+    conf_backing = _conf_backing(token) if unit else None
+    active = unit_state(unit_names(token)["persist"], systemd, run)[0] if unit else False
+    state = {"unit": unit, "active": active, "conf_backing": conf_backing, "backing_exists": False,
+             "backing_is_dir": False, "current": "missing", "names": [], "mount_empty": None}
+    if backing:
+        state["backing_exists"] = os.path.lexists(backing)
+        state["backing_is_dir"] = os.path.isdir(backing) and not os.path.islink(backing)
+        current = os.path.join(backing, "current")
+        if os.path.lexists(current):
+            state["current"] = "snapshot" if os.path.islink(current) and os.path.isdir(current) else "other"
+        if state["backing_is_dir"]:
+            try:
+                state["names"] = sorted(os.listdir(backing))
+            except OSError:
+                pass
+    if live_path:
+        try:
+            state["mount_empty"] = not [name for name in os.listdir(live_path) if name != "lost+found"]
+        except OSError:
+            state["mount_empty"] = None
+    return state
+
+
+def conf_text(entry):
+    """The record the helper reads for ENTRY (a planned mount with persist): its mount, backing and interval."""
+    persist = entry["persist"]
+    return ("# The RAM mount and the backing directory on disk that keeps it, read by the persist helper for its units\n"
+            "# and by the metrics collector (INTERVAL_SECONDS: how often the timer syncs).\n"
+            "MOUNT=%s\nBACKING=%s\nINTERVAL_SECONDS=%d\n"
+            % (shlex.quote(entry["path"]), shlex.quote(persist["backing"]), int(persist.get("interval_seconds") or 0)))
+
+
+def unit_texts(entry):
+    """The persist unit, the sync service and its timer of ENTRY, by kind (see unit_names())."""
+    token = entry["token"]
+    path = entry["path"]
+    persist = entry["persist"]
+    backing = persist["backing"]
+    interval = persist["interval"]
+    services = " ".join(persist.get("services") or [])
+    names = unit_names(token)
+    helper = paths.PERSIST_HELPER
+    before = "Before=%s\n" % services if services else ""
+    required = "RequiredBy=%s\n" % services if services else ""
+    values = {"path": path, "backing": backing, "interval": interval, "token": token, "helper": helper,
+              "before": before, "required": required, "persist": names["persist"], "sync": names["sync"],
+              "timer": names["timer"]}
+    texts = {
+        "persist": (
+            "# Keeps the RAM mount at %(path)s in %(backing)s on disk. Starting restores an\n"
+            "# empty mount from the backing's current copy, before the services that use the data; stopping (after them,\n"
+            "# at shutdown too) writes the mount back. %(timer)s writes it back every %(interval)s.\n"
+            "[Unit]\n"
+            "Description=Keep the RAM mount %(path)s in %(backing)s\n"
+            "RequiresMountsFor=%(path)s %(backing)s\n"
+            "Wants=%(timer)s\n"
+            "%(before)s"
+            "\n[Service]\n"
+            "Type=oneshot\n"
+            "RemainAfterExit=yes\n"
+            "ExecStart=%(helper)s restore %(token)s\n"
+            "ExecStop=%(helper)s sync %(token)s\n"
+            "# The services wait for their data, however long the copy takes; a stop-time sync gets as long as the\n"
+            "# shutdown allows, and one cut short leaves the backing on its last complete copy.\n"
+            "TimeoutStartSec=infinity\n"
+            "TimeoutStopSec=30min\n"
+            "\n[Install]\n"
+            "WantedBy=multi-user.target\n"
+            "%(required)s"),
+        "sync": (
+            "# Writes the RAM mount at %(path)s back to %(backing)s, started by\n"
+            "# %(timer)s. Only while %(persist)s runs: a mount that was\n"
+            "# not restored is never synced over the backing.\n"
+            "[Unit]\n"
+            "Description=Write the RAM mount %(path)s back to %(backing)s\n"
+            "Requisite=%(persist)s\n"
+            "After=%(persist)s\n"
+            "\n[Service]\n"
+            "Type=oneshot\n"
+            "ExecStart=%(helper)s sync %(token)s\n"
+            "# A background copy: the services that use the data come first (best-effort, so it is never starved).\n"
+            "Nice=10\n"
+            "IOSchedulingClass=best-effort\n"
+            "IOSchedulingPriority=7\n"),
+        "timer": (
+            "# Writes the RAM mount at %(path)s back to %(backing)s every\n"
+            "# %(interval)s; started and stopped with %(persist)s (no After= on it:\n"
+            "# a timer comes before timers.target, which comes before any ordinary service).\n"
+            "[Unit]\n"
+            "Description=Write the RAM mount %(path)s back every %(interval)s\n"
+            "PartOf=%(persist)s\n"
+            "\n[Timer]\n"
+            "OnActiveSec=%(interval)s\n"
+            "OnUnitActiveSec=%(interval)s\n"
+            "AccuracySec=1s\n"
+            "Unit=%(sync)s\n"),
+    }
+    return dict((kind, text % values) for kind, text in texts.items())

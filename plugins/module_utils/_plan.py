@@ -6,9 +6,10 @@ plan_tmpfs() and plan_ramfs() turn the user's list (e.g. tmpfs_mounts) and the r
 normalized entries with an action each, plus error sentences that name the host, the variable,
 the bad value and the fix. It never touches the host.
 
-Paths: /run itself is refused (systemd owns it) but a subdirectory such as /run/build is
-allowed; /var/tmp, /var/cache/x and /var/lib/x are allowed; nothing under /proc, /sys or
-/dev is. Two mounted entries may not nest (the mount order would decide which one is seen).
+Paths: REFUSED_DIRECTORIES are never mounted over (the system runs from them, or a package manager or systemd
+keeps its state there), some with everything under them; /run/build, /var/tmp, /var/cache/x and most /var/lib/x
+are allowed. A space and other printable characters are fine (fstab and the units escape them); control and
+invisible characters are not. Two mounted entries may not nest (the mount order would decide which one is seen).
 
 persist (any backend's file-system mount) keeps a copy of the mount in a backing directory on disk:
 restored at boot, written back by a timer and at stop. check_persist() and check_backings() check it;
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
     SizeError,
     format_size,
@@ -28,19 +31,68 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
     tmpfs_size_bytes,
     tmpfs_size_option,
 )
+from ansible_collections.ramdisk.provision.plugins.module_utils import _tmpfs_options
 
-SYSTEM_PATHS = frozenset((
-    "/", "/proc", "/sys", "/dev", "/run", "/boot", "/usr", "/etc", "/bin", "/sbin", "/lib",
-    "/lib64", "/var", "/var/lib", "/home", "/root",
-))
-SYSTEM_TREES = ("/proc", "/sys", "/dev")
+# Directories a RAM mount must never go over: (path, whether everything under it is refused too, what it holds).
+# Hidden, the host loses what it runs from; copied in (migrate), what is written there later is gone at the next
+# boot while the rest of the system remembers it (a package database then no longer matches the installed files).
+# docs/security.md lists them from here (tests/unit/test_docs.py checks it).
+REFUSED_DIRECTORIES = (
+    ("/", False, "the whole system"),
+    ("/bin", True, "the system's programs"),
+    ("/boot", True, "the kernels and the boot loader"),
+    ("/dev", True, "device nodes, managed by the kernel and udev"),
+    ("/etc", True, "the host's configuration, this collection's records among it"),
+    ("/home", False, "the users' home directories"),
+    ("/lib", True, "the system's libraries and kernel modules (and Alpine's package database, /lib/apk)"),
+    ("/lib32", True, "the system's libraries"),
+    ("/lib64", True, "the system's libraries and the dynamic loader"),
+    ("/libx32", True, "the system's libraries"),
+    ("/proc", True, "the kernel's view of processes"),
+    ("/root", False, "root's home directory, with its SSH keys"),
+    ("/run", False, "the runtime state of systemd and every service"),
+    ("/run/dbus", True, "the system bus socket"),
+    (_host_paths.RUN_DIR, True, "this collection's lock and staging mounts"),
+    ("/run/systemd", True, "systemd's runtime state and sockets"),
+    ("/run/udev", True, "udev's device database"),
+    ("/sbin", True, "the system's programs"),
+    ("/sys", True, "the kernel's view of devices"),
+    ("/usr", True, "the installed programs, libraries and rpm's database (/usr/lib/sysimage)"),
+    ("/var", False, "the system's variable data"),
+    ("/var/db/pkg", True, "Portage's package database"),
+    ("/var/lib", False, "the state of every service"),
+    ("/var/lib/apt", True, "apt's package state (which packages were installed automatically)"),
+    ("/var/lib/dnf", True, "dnf's package history and state"),
+    ("/var/lib/dpkg", True, "dpkg's package database"),
+    ("/var/lib/pacman", True, "pacman's package database"),
+    (_host_paths.STATE_DIR, True, "this collection's intent journal"),
+    ("/var/lib/rpm", True, "rpm's package database"),
+    ("/var/lib/snapd", True, "snapd's state"),
+    ("/var/lib/systemd", True, "systemd's state (timer stamps, the random seed, lingering users)"),
+    ("/var/lib/yum", True, "yum's package history and state"),
+    ("/var/lib/zypp", True, "zypper's package state"),
+)
+# Inside a refused tree, these stay the administrator's own: no package manager writes there.
+REFUSED_EXCEPTIONS = ("/usr/local",)
+SYSTEM_PATHS = frozenset(path for path, _tree, _why in REFUSED_DIRECTORIES)
+
+
+def refused_directory(path):
+    """(directory, what it holds) when the normalized PATH is, or is inside, a directory no RAM mount may go over."""
+    if any(path == allowed or _is_under(path, allowed) for allowed in REFUSED_EXCEPTIONS):
+        return None
+    for directory, tree, why in REFUSED_DIRECTORIES:
+        if path == directory or (tree and _is_under(path, directory)):
+            return directory, why
+    return None
+
 
 HUGE_CHOICES = ("never", "always", "within_size", "advise")
 STATES = ("mounted", "absent")
 ENTRY_KEYS = (
     "path", "size", "nr_inodes", "mode", "owner", "group", "huge", "mpol", "noswap", "noatime",
     "nosuid", "nodev", "noexec", "options", "state", "migrate", "persist", "label",
-)
+) + _tmpfs_options.NAMES
 # ramfs has no size limit, inode limit, huge pages, NUMA policy or noswap: max_size is what it is
 # allowed to hold, counted against RAM by the planner, never given to the kernel.
 RAMFS_ENTRY_KEYS = (
@@ -62,13 +114,13 @@ FLAG_OPPOSITES = {
 KEYED_OPTIONS = {
     "size": "size", "nr_blocks": "size", "nr_inodes": "nr_inodes", "mode": "mode", "uid": "owner",
     "gid": "group", "huge": "huge", "mpol": "mpol", "noswap": "noswap", "noatime": "noatime",
-    "nosuid": "nosuid", "nodev": "nodev", "noexec": "noexec",
+    "nosuid": "nosuid", "nodev": "nodev", "noexec": "noexec", "quota": "usrquota and grpquota",
 }
+KEYED_OPTIONS.update((name, name) for name in _tmpfs_options.NAMES)
 ALLOWED_EXTRA_OPTIONS = frozenset((
-    "quota", "usrquota", "grpquota", "relatime", "strictatime", "nodiratime", "lazytime",
+    "relatime", "strictatime", "nodiratime", "lazytime",
     "atime", "diratime", "ro", "rw", "sync", "async", "dirsync", "exec", "suid", "dev", "nofail",
-    "noauto", "auto", "defaults", "usrquota_block_hardlimit", "usrquota_inode_hardlimit",
-    "grpquota_block_hardlimit", "grpquota_inode_hardlimit", "inode32", "inode64", "user", "nouser",
+    "noauto", "auto", "defaults", "inode32", "inode64", "user", "nouser",
     "users", "_netdev",
 ))
 ALLOWED_OPTION_PREFIXES = ("x-systemd.", "x-mount.", "comment=")
@@ -168,17 +220,29 @@ def _is_under(path, parent):
 
 
 def path_text_problem(raw):
-    """What makes RAW unusable as a mount point in /etc/fstab and unit names, or None: control characters,
-    white space, '#' or '\\', a component over NAME_MAX or a path over PATH_MAX (both in bytes)."""
-    bad = [char for char in raw if ord(char) < 32 or 127 <= ord(char) <= 159]
+    """What makes RAW unusable as a mount point, or None.
+
+    A space, '#', '\\', quotes, '%' and '$' are fine: /etc/fstab holds them escaped (\\040, \\134) and the unit and
+    tmpfiles.d lines quote them (_mount_steps). Refused: control characters (a newline would end a line of every
+    file the path goes into), other characters that do not show as themselves (no-break or zero-width spaces,
+    direction marks), text that is not UTF-8, names that begin or end with a space (unit files drop a trailing
+    one, and a person cannot see it), a component over NAME_MAX or a path over PATH_MAX (both in bytes).
+    """
+    bad = [char for char in raw if unicodedata.category(char) == "Cc"]
     if bad:
         return ("a path with a control character (%s)" % ", ".join(sorted(set(repr(char) for char in bad))),
                 "Write the path without newlines, tabs or other control characters.")
-    odd = [char for char in raw if char.isspace() or char in "#\\"]
-    if odd:
-        return ("a path with a character /etc/fstab cannot hold as it is (%s)" % ", ".join(
-            sorted(set(repr(char) for char in odd))),
-            "Choose a path without white space, '#' or '\\'.")
+    if any(unicodedata.category(char) == "Cs" for char in raw):
+        return ("a path that is not valid UTF-8", "Give the path as UTF-8 text.")
+    hidden = [char for char in raw if char != " " and not char.isprintable()]
+    if hidden:
+        return ("a path with a character that does not show as itself (%s)" % ", ".join(
+            sorted(set("U+%04X" % ord(char) for char in hidden))),
+            "Write the path with visible characters; a plain space is fine, but no-break spaces, zero-width and "
+            "direction marks are not.")
+    if any(part != part.strip(" ") for part in raw.split("/")):
+        return ("a path with a name that begins or ends with a space",
+                "Remove the space at the start or end of the name; spaces inside a name are fine.")
     encoded = raw.encode("utf-8", "surrogateescape")
     if len(encoded) > PATH_MAX:
         return ("longer than %d bytes (%d)" % (PATH_MAX, len(encoded)), "Choose a shorter path.")
@@ -204,10 +268,12 @@ def _check_path(entry, raw):
     if path is None:
         entry.error("path", raw, "a path with '..'", "Write the path without '..' components.")
         return None
-    if path in SYSTEM_PATHS or any(_is_under(path, tree) for tree in SYSTEM_TREES):
+    refused = refused_directory(path)
+    if refused is not None:
         entry.error(
-            "path", raw, "a system path that must not be hidden under a RAM-backed mount",
-            "Choose a directory of your own such as /tmp, /var/tmp or /var/cache/<name>.",
+            "path", raw, "a system path that must not be hidden under a RAM-backed mount (%s holds %s)" % refused,
+            "A RAM mount there would hide it, or with migrate lose at the next boot what is written there. Choose a "
+            "directory of your own such as /tmp, /var/tmp or /var/cache/<name>.",
         )
         return None
     return path
@@ -611,6 +677,7 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
             entry.error("noswap", True, "not supported by this host's kernel %s (noswap needs Linux 6.4 or later)"
                         % support.get("kernel", "(unknown)"), "Set noswap: false or upgrade the kernel.")
         extras = _check_extra_options(entry, values.get("options"), flags)
+        tmpfs_options = {} if ramfs else _tmpfs_options.check_options(entry, values, support, size_bytes)
 
         if path is not None:
             if path in seen_paths:
@@ -632,6 +699,7 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
             options.append("huge=%s" % huge)
         if mpol is not None:
             options.append("mpol=%s" % mpol)
+        options.extend(_tmpfs_options.mount_options(tmpfs_options))
         for flag in FLAG_KEYS:
             if flags[flag]:
                 options.append(flag)
@@ -657,6 +725,7 @@ def _plan(mounts, facts, host, var_name, defaults, backend):
             "group": group,
             "huge": huge,
             "mpol": mpol,
+            "tmpfs_options": tmpfs_options,
             "noswap": flags["noswap"],
             "migrate": migrate,
             "persist": persist,
@@ -769,6 +838,10 @@ def _decide(entry, facts, host, var_name, errors):
         live_mpol = _live_option(live_options, "mpol", "default")
         if entry["mpol"] != live_mpol:
             changes.append("mpol %s -> %s" % (live_mpol, entry["mpol"]))
+    remount.extend(_tmpfs_options.remount_options(entry.get("tmpfs_options") or {}))
+    live_changes, not_live = _tmpfs_options.live_differences(entry.get("tmpfs_options") or {}, live_options) \
+        if backend == "tmpfs" else ([], [])
+    changes.extend(live_changes)
     for flag in ("noatime", "nosuid", "nodev", "noexec"):
         wanted = flag in entry["options"]
         live_has = _live_option(live_options, flag) is not None
@@ -790,7 +863,16 @@ def _decide(entry, facts, host, var_name, errors):
         entry["warnings"].append("%s holds %s, above its max_size of %s: ramfs has no limit of its own" % (
             path, format_size(live.get("used_bytes")), format_size(entry["ram_bytes"])))
 
-    if refuse:
+    if not_live:
+        # The kernel takes no quota option on a remount; a silent change at the next boot would leave the host
+        # without the limits the run reported, so the live mount is left alone and the run refused.
+        errors.append("Host %s: %s.path is '%s': the tmpfs mounted there differs in %s, and the kernel cannot change "
+                      "%s on a live tmpfs. Unmount it yourself (after saving what it holds) and run again to mount it "
+                      "fresh, or set %s to what the live mount has." % (
+                          host, where, path, "; ".join(not_live), "these" if len(not_live) > 1 else "this",
+                          " and ".join("%s.%s" % (where, text.split(" ")[0]) for text in not_live)))
+        entry["action"] = "refuse"
+    elif refuse:
         errors.append("Host %s: %s.path is '%s': %s. Shrinking a tmpfs under its data fails, and a failed remount "
                       "would unmount it and lose the data. Free space first or choose a larger %s.size or "
                       "%s.nr_inodes." % (host, where, path, " and ".join(refuse), where, where))
@@ -817,10 +899,24 @@ def _check_migration_fits(entry, path_facts, host, where, errors):
                           host, where, key, _show(entry["size"]), format_size(usage), entry["path"], where, key,
                           format_size(usage)))
         entry["action"] = "refuse"
-    elif entry["nr_inodes"] is not None and inodes > entry["nr_inodes"]:
-        errors.append("Host %s: %s.nr_inodes is %d: the %d entries already in '%s' would not fit. Set %s.nr_inodes "
-                      "to at least %d." % (host, where, entry["nr_inodes"], inodes, entry["path"], where, inodes))
+    elif entry["nr_inodes"] is not None and inodes_needed(path_facts) > entry["nr_inodes"]:
+        needed = inodes_needed(path_facts)
+        xattr_bytes = path_facts.get("xattr_bytes") or 0
+        errors.append("Host %s: %s.nr_inodes is %d: the %d entries already in '%s'%s would not fit. Set %s.nr_inodes "
+                      "to at least %d." % (
+                          host, where, entry["nr_inodes"], inodes, entry["path"],
+                          " and their extended attributes (%s, which tmpfs charges to nr_inodes at 1 KiB an inode: "
+                          "%d more)" % (format_size(xattr_bytes), needed - inodes) if needed > inodes else "",
+                          where, needed))
         entry["action"] = "refuse"
+
+
+def inodes_needed(path_facts):
+    """The nr_inodes a tmpfs needs to take a copy of the directory PATH_FACTS describes: one an entry (a hard link's
+    every name: tmpfs charges each), plus what the extended attributes take of the same limit, which tmpfs counts
+    as 1 KiB an inode (the scan's xattr_bytes, ACLs excluded: tmpfs keeps those with the inode)."""
+    inodes = path_facts.get("inodes") or 0
+    return inodes + -(-(path_facts.get("xattr_bytes") or 0) // 1024)
 
 
 def plan_summary(plan):

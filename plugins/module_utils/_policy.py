@@ -16,6 +16,7 @@ import hashlib
 import re
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._gate import tmp_gate
+from ansible_collections.ramdisk.provision.plugins.module_utils._tmpfs_options import NAMES as TMPFS_OPTION_NAMES
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
     _Entry,
     _check_path,
@@ -41,7 +42,7 @@ COMMON_KEYS = (
 )
 # Keys only one backend (or the tmp purpose) understands; anywhere else they are a mistake, not a no-op.
 BACKEND_KEYS = {
-    "tmpfs": ("nr_inodes", "huge", "mpol", "noswap"),
+    "tmpfs": ("nr_inodes", "huge", "mpol", "noswap") + TMPFS_OPTION_NAMES,
     "ramfs": (),
     "zram": ("name", "algorithm", "mem_limit", "fstype", "mkfs_options", "discard"),
     "brd": ("fstype", "mkfs_options", "discard"),
@@ -482,7 +483,7 @@ def ram_budget(entries, facts, limit_bytes, zram_ratio, limit_expr="80%", swap=(
 
 
 _TMPFS_KEYS = ("path", "size", "nr_inodes", "mode", "owner", "group", "huge", "mpol", "noswap", "noatime", "nosuid",
-               "nodev", "noexec", "options", "state", "migrate", "label", "persist")
+               "nodev", "noexec", "options", "state", "migrate", "label", "persist") + TMPFS_OPTION_NAMES
 _RAMFS_KEYS = ("path", "mode", "owner", "group", "noatime", "nosuid", "nodev", "noexec", "options", "state",
                "migrate", "label", "persist")
 _BLOCK_KEYS = ("path", "fstype", "mkfs_options", "mode", "owner", "group", "discard", "noatime", "nosuid", "nodev",

@@ -20,19 +20,46 @@ _S_IFMT = 0o170000
 _S_IFDIR = 0o040000
 # Check the clock once per this many entries as well as once per directory.
 _CLOCK_EVERY = 4096
+# What tmpfs charges an extended attribute against nr_inodes (which it counts as 1 KiB an inode): the name, the
+# value and the kernel's record of it (simple_xattr_space(): 40 bytes and the name's NUL on Linux 6.18, x86_64).
+XATTR_OVERHEAD = 41
+# tmpfs keeps POSIX ACLs with the inode, not as extended attributes: they cost it nothing more.
+_UNCHARGED_XATTRS = ("system.posix_acl_access", "system.posix_acl_default")
 
 
-def tree_usage(root, timeout=None):
+def xattr_space(path):
+    """What the extended attributes of PATH (not followed) would take of a tmpfs's inode space; None when the
+    file system has none."""
+    try:
+        names = os.listxattr(path, follow_symlinks=False)
+    except OSError as exc:
+        return None if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP) else 0
+    total = 0
+    for name in names:
+        if name in _UNCHARGED_XATTRS:
+            continue
+        try:
+            value = os.getxattr(path, name, follow_symlinks=False)
+        except OSError:
+            continue
+        total += XATTR_OVERHEAD + len(name.encode("utf-8", "surrogateescape")) + len(value)
+    return total
+
+
+def tree_usage(root, timeout=None, xattrs=False):
     """Disk usage and inode count of the tree at ``root``.
 
     usage_bytes is the sum of st_blocks * 512 with hard links counted once (``du -sx``);
     inodes counts every entry including the root (``find -xdev | wc -l``, less entries on
     other file systems). When ``timeout`` seconds pass the walk stops and complete is False,
     so the figures are a lower bound. Unreadable directories are counted in errors.
+    XATTRS: also sum in xattr_bytes what the entries' extended attributes would take of a
+    tmpfs's inode space (xattr_space(), each inode once); None when not asked.
     """
     started = time.monotonic()
     deadline = None if timeout is None else started + max(float(timeout), 0.0)
-    result = {"usage_bytes": 0, "inodes": 0, "complete": True, "errors": 0, "seconds": 0.0}
+    result = {"usage_bytes": 0, "inodes": 0, "complete": True, "errors": 0, "seconds": 0.0,
+              "xattr_bytes": None}
     try:
         root_stat = os.lstat(root)
     except OSError:
@@ -42,6 +69,9 @@ def tree_usage(root, timeout=None):
 
     blocks = root_stat.st_blocks
     inodes = 1
+    xattr_bytes = (xattr_space(root) if xattrs else None)
+    # A file system without extended attributes answers once for all its entries.
+    xattrs = xattrs and xattr_bytes is not None
     errors = 0
     complete = True
     root_dev = root_stat.st_dev
@@ -86,6 +116,8 @@ def tree_usage(root, timeout=None):
                         seen.add(st.st_ino)
                     inodes += 1
                     blocks += st.st_blocks
+                    if xattrs:
+                        xattr_bytes += xattr_space(path + "/" + entry.name) or 0
                     budget -= 1
                     if budget <= 0:
                         budget = _CLOCK_EVERY
@@ -105,6 +137,7 @@ def tree_usage(root, timeout=None):
         complete=complete,
         errors=errors,
         seconds=round(monotonic() - started, 6),
+        xattr_bytes=xattr_bytes,
     )
     return result
 

@@ -27,7 +27,12 @@ description:
     message says what was undone and what is mounted now.
   - Refuses, before any change, a mount whose path changed after it was planned (another run, or a person), and
     says to run again.
-  - Entries that keep their data in a backing (persist) are not carried out here yet; the mount role does them.
+  - An entry with persist (its data kept in a backing directory on disk) is one transaction too, decided again
+    under the lock from what the host holds, as the plan decided it - the services named in C(persist.services)
+    stopped, the mount, the persist helper, its record and units, the backing's first copy (checked against the
+    mount) or the mount's restore from the backing (checked), the timer, the services started again. With
+    C(state=absent), the mount is written back, unmounted, and the backing's copy returned to the directory on
+    disk (checked) before the copies, units and helper go.
   - With O(zram_devices), also carries out the zram role's devices, one transaction each, after the mounts - the
     device (C(hot_add), algorithm, size, memory limit), C(mkswap) and C(swapon), or C(mkfs) and the mount of its
     file system (migrate included), the boot-time setup unit or zram-generator drop-in, the record and the
@@ -77,6 +82,11 @@ options:
     default: 300
   run_id:
     description: A name for this run, shown to other runs that wait for it. A random one when not given.
+    type: str
+  persist_helper:
+    description:
+      - The text of the persist helper that the persist units run (the mount role's C(files/persist.sh)). Needed
+        when an entry has persist.
     type: str
 extends_documentation_fragment:
   - ramdisk.provision._attributes
@@ -215,6 +225,7 @@ def main():
             zram_allow_algorithm_fallback=dict(type="bool", default=False),
             lock_timeout=dict(type="int", default=300),
             run_id=dict(type="str"),
+            persist_helper=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -222,12 +233,16 @@ def main():
     run = module.params["run_id"] or uuid.uuid4().hex[:12]
     systemd = os.path.isdir("/run/systemd/system")
     vendor_tmp = any(os.path.exists(path) for path in paths.VENDOR_TMP_UNITS)
-    entries = [entry for entry in module.params["mounts"] if not entry.get("persist")]
+    entries = module.params["mounts"]
+    if any(entry.get("persist") for entry in entries) and not module.params["persist_helper"]:
+        module.fail_json(msg="Host %s: a mount with persist needs persist_helper (the text of the mount role's "
+                             "files/persist.sh)." % host)
 
     def run_command(argv):
         return module.run_command(argv, environ_update={"LC_ALL": "C"})
 
-    executor = Executor(run_command, systemd, host, check=module.check_mode)
+    executor = Executor(run_command, systemd, host, check=module.check_mode,
+                        persist_helper=module.params["persist_helper"])
     journal = Journal(paths.JOURNAL)
     zram_settings = {"known": module.params["zram_known"], "persistence": module.params["zram_persistence"],
                      "allow_swap_cycle": module.params["zram_allow_swap_cycle"],
@@ -245,6 +260,8 @@ def main():
             zram = apply_zram(module.params["zram_devices"], executor, journal, run, zram_settings)
         except (JournalError, StepError) as exc:
             module.fail_json(msg="Host %s: %s" % (host, exc))
+        for warning in executor.warnings:
+            module.warn(warning)
         module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done + zram), mounts=done,
                          zram=zram_out(zram), recovered=recovered)
 
@@ -277,6 +294,8 @@ def main():
                              "run again once the cause is fixed." % (host, exc, paths.JOURNAL))
     finally:
         lock.release()
+    for warning in executor.warnings:
+        module.warn(warning)
     module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done + zram), mounts=done,
                      zram=zram_out(zram), recovered=recovered,
                      lock={"waited": round(taken.get("waited") or 0, 1), "stale": taken.get("stale")})

@@ -140,6 +140,9 @@ ansible_facts:
             - C(fstype), C(source) and C(mount_point) describe the file system holding the path; C(mountpoint)
               is true when the path itself is a mount point.
             - C(usage_bytes) and C(inodes) are null when the path does not exist or is not a directory.
+            - C(xattr_bytes) is what the entries' extended attributes would take of a tmpfs's C(nr_inodes), which
+              tmpfs counts as 1 KiB an inode (names, values and 41 bytes each; POSIX ACLs cost tmpfs nothing);
+              null where the file system has no extended attributes.
           type: dict
           returned: always
           sample:
@@ -152,6 +155,7 @@ ansible_facts:
               source: /dev/vda1
               usage_bytes: 1232896
               inodes: 41
+              xattr_bytes: 0
               complete: true
               errors: 0
               empty: false
@@ -203,6 +207,8 @@ ansible_facts:
           description:
             - What the kernel offers now. Loadable modules count unless module loading is disabled.
             - C(zram_algorithms) are those the first zram device offers; empty when there is no zram device.
+            - C(tmpfs_quota) is whether tmpfs takes quotas (C(usrquota)); C(tmpfs_quota_from) says what told, the
+              kernel's answer to an fsopen probe that mounts nothing, else its config, else its version.
           type: dict
           returned: always
           sample:
@@ -212,6 +218,8 @@ ansible_facts:
             brd: false
             zram_algorithms: [lzo, lzo-rle, lz4, zstd]
             tmpfs_noswap: true
+            tmpfs_quota: true
+            tmpfs_quota_from: CONFIG_TMPFS_QUOTA=y in the kernel's config
             container: null
             kernel: 6.8.0-45-generic
         zram:

@@ -14,10 +14,12 @@ description:
     the records of earlier runs) and decides the whole request of the role M(ramdisk.provision.ramdisk), that is the
     merged policy, purposes, the /tmp gate, the RAM budget, each backend's plan, and C(zram_devices).
   - Refuses, with one sentence per problem naming the host, the variable, the value and the fix, what would
-    go wrong half-way through a change, using the host's real state. A path through a symlink, a path with
-    control characters or names Linux refuses, a new mount that would hide live mounts under it or nest inside
-    a RAM mount, C(state=absent) of a mount this collection did not make, owners and groups with no account,
-    and ids outside C(uid_t) are all refused.
+    go wrong half-way through a change, using the host's real state. A path through a symlink, a path under a
+    file or another non-directory, a path with control or invisible characters or names Linux refuses, a system
+    directory such as a package database (the list is in docs/security.md), a new mount that would hide live
+    mounts under it or nest inside a RAM mount, a live tmpfs or ramfs that nothing accounts for (no record, no
+    fstab line, no mount unit, no open journal entry), C(state=absent) of a mount this collection did not make,
+    owners and groups with no account, and ids outside C(uid_t) are all refused.
   - Tries what only the kernel and mkfs can judge. Each new or changed tmpfs and ramfs is mounted once with
     its exact options in a private mount namespace, which nobody else sees, and goes with it. mkfs runs in
     its dry-run mode on a sparse file of each zram or brd device's size.
@@ -236,7 +238,8 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._executor import
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_facts import TMP, _read, gather
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld
-from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, plan_host
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist import read_state
+from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, file_kind, plan_host
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import normalize_path, path_text_problem
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
 
@@ -269,6 +272,21 @@ class HostView(object):
 
     def realpath(self, path):
         return os.path.realpath(path)
+
+    def not_a_directory(self, path):
+        """(component, what it is) of the first parent of PATH that is there and is not a directory, nor a link to
+        one, or None (a missing parent is made by the mount's mkdir)."""
+        current = ""
+        for part in path.strip("/").split("/")[:-1]:
+            current += "/" + part
+            try:
+                info = os.stat(current)
+            except OSError:
+                return None
+            if not stat.S_ISDIR(info.st_mode):
+                what = file_kind(info.st_mode)
+                return current, "a symlink to %s" % what if os.path.islink(current) else what
+        return None
 
     @staticmethod
     def read(path):
@@ -320,6 +338,15 @@ class HostView(object):
             if isinstance(record, dict) and isinstance(record.get("path"), str):
                 out[record["path"]] = record
         return out
+
+    @staticmethod
+    def journal_paths():
+        """The paths of the journal's open transactions: what a run that died was changing."""
+        try:
+            lines = Journal(_host_paths.JOURNAL).read()
+        except JournalError:
+            return []
+        return [txn["what"].get("path") for txn in Journal.transactions(lines) if not txn["closed"]]
 
     def zram_records(self):
         out = {}
@@ -373,38 +400,8 @@ class HostView(object):
         return any(os.path.exists(path) for path in ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount"))
 
     def persist_state(self, token, backing, live_path):
-        unit = os.path.exists(os.path.join(UNIT_DIR, "ramdisk-persist-%s.service" % token))
-        conf_backing = None
-        active = False
-        if unit:
-            for line in (_read(os.path.join(PERSIST_CONF_DIR, token + ".conf")) or "").splitlines():
-                if line.startswith("BACKING="):
-                    conf_backing = line[8:]
-                    break
-            if self.systemd():
-                rc, out, _err = self.module.run_command(
-                    ["systemctl", "show", "-p", "ActiveState", "--value", "ramdisk-persist-%s.service" % token],
-                    environ_update={"LC_ALL": "C"})
-                active = rc == 0 and out.strip() == "active"
-        state = {"unit": unit, "active": active, "conf_backing": conf_backing, "backing_exists": False,
-                 "backing_is_dir": False, "current": "missing", "names": [], "mount_empty": None}
-        if backing:
-            state["backing_exists"] = os.path.lexists(backing)
-            state["backing_is_dir"] = os.path.isdir(backing) and not os.path.islink(backing)
-            current = os.path.join(backing, "current")
-            if os.path.lexists(current):
-                state["current"] = "snapshot" if os.path.islink(current) and os.path.isdir(current) else "other"
-            if state["backing_is_dir"]:
-                try:
-                    state["names"] = sorted(os.listdir(backing))
-                except OSError:
-                    pass
-        if live_path:
-            try:
-                state["mount_empty"] = not [name for name in os.listdir(live_path) if name != "lost+found"]
-            except OSError:
-                state["mount_empty"] = None
-        return state
+        return read_state(token, backing, live_path, self.systemd(),
+                          lambda argv: self.module.run_command(argv, environ_update={"LC_ALL": "C"}))
 
     def _can_unshare(self):
         if self._unshare is None:

@@ -20,7 +20,13 @@ and ramfs entries, both as Ansible runs a module (a Python process reading its a
   change since its plan.
 - full disk: /etc on a full tmpfs: the run fails saying the file is unchanged, /etc/fstab is as it was, nothing
   stays mounted, no record; with room again, the next run leaves the reference end state.
-
+- limits: a migrate whose extended attributes take tmpfs's inode limit (nr_inodes) is refused by the plan with the
+  nr_inodes it needs; a real cp -a into a tmpfs with one less fails, and the apply with the number named succeeds
+  and holds the whole tree. tmpfs quotas: where the kernel has them (the plan's facts say), a mount with usrquota
+  and a 1 MiB default limit refuses a user's second MiB with EDQUOT; where it has not, the plan refuses the request
+  naming the kernel, and nothing is mounted.
+- odd paths: mount points with a space, '#', a backslash, quotes, '%', '$' and a letter beyond ASCII are applied
+  (findmnt reads the escaped /etc/fstab lines back), a second run changes nothing, state absent removes them.
 - zram, one case at a time (the kernel's devices are global): a run as the zram role does it (ramdisk_apply
   finishing or undoing what a dead run left, ramdisk_facts and the zram plan, then ramdisk_apply with the devices)
   of a swap device and of a migrated file system, killed just before each journal write N. Right after the kill
@@ -30,7 +36,7 @@ and ramfs entries, both as Ansible runs a module (a Python process reading its a
   it fails, and no device, swap, mount, fstab line or record of it is left. Each case removes every device it made.
 
 Usage: transaction.py --work DIR [--keep DIR] [--jobs N] [--tries N]
-       [--only kill,cp-kill,concurrency,full-disk,zram].
+       [--only kill,cp-kill,concurrency,full-disk,odd-paths,limits,zram].
 Prints a table per part and exits 1 when a property failed, 2 when the test could not run; each failed case's
 log and result go to --keep (build/transaction).
 """
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import errno
 import hashlib
 import json
 import os
@@ -68,7 +75,12 @@ PLAIN = TOP + "/plain"
 OWNER, GROUP = ("txowner", 4242), ("txgroup", 4343)
 MIGRATE_ENTRY = {"path": DATA, "size": "64M", "migrate": True, "owner": OWNER[0], "group": GROUP[0], "mode": "2750"}
 PLAIN_ENTRY = {"path": PLAIN, "size": "8M"}
-POLICIES = {"both": [MIGRATE_ENTRY, PLAIN_ENTRY], "data": [MIGRATE_ENTRY]}
+# Paths with what fstab escapes (\\040, \\134) and the units quote: a migrated tmpfs and a ramfs.
+ODD_PATHS = (TOP + "/my data #1", TOP + "/back\\slash 'q' \"d\" 100% $x caf\u00e9")
+ODD_ENTRIES = [{"path": ODD_PATHS[0], "size": "16M", "migrate": True},
+               {"path": ODD_PATHS[1], "backend": "ramfs", "size": "8M", "mode": "0750"}]
+POLICIES = {"both": [MIGRATE_ENTRY, PLAIN_ENTRY], "data": [MIGRATE_ENTRY], "odd": ODD_ENTRIES,
+            "odd-absent": [dict(entry, state="absent") for entry in ODD_ENTRIES]}
 FIXTURES = {"small": 290, "big": 5000}
 MODULE_TIMEOUT = 180
 # The policy's two transactions journal 34 writes today; far fewer means the hook or the journal broke.
@@ -815,8 +827,165 @@ def zram_case(spec, runner):
         out["problems"] += problems
 
 
+def case_odd_paths(spec, runner):
+    """Paths with a space, '#', a backslash, quotes, '%', '$' and a letter beyond ASCII: applied (the migrate's data
+    copied in), read back from /etc/fstab by findmnt, a second run changes nothing, state absent takes them away."""
+    os.makedirs(ODD_PATHS[0])
+    with open(os.path.join(ODD_PATHS[0], "kept.txt"), "w", encoding="utf-8") as handle:
+        handle.write("on disk before the mount\n")
+    fixture, _problems = tree_digest(ODD_PATHS[0])
+    out = {"problems": []}
+    first = runner.run(spec["policy"])
+    out["first"] = outcome(first)
+    if not first["ok"] or not first["result"].get("changed"):
+        out["problems"].append("the first run did not apply the paths: %s" % (first["msg"] or first["result"]))
+        return out
+    for path, fstype in zip(ODD_PATHS, ("tmpfs", "ramfs")):
+        found = [mount["fstype"] for mount in mounts_at(path)]
+        if found != [fstype]:
+            out["problems"].append("%r: mounted %s, not one %s" % (path, found, fstype))
+    copied, copy_problems = tree_digest(ODD_PATHS[0])
+    out["problems"] += copy_problems + compare_trees(fixture, copied, "disk directory", "RAM copy", root_mtime=True)
+    listed = json.loads(subprocess.run(["findmnt", "--fstab", "-J", "-o", "TARGET,FSTYPE"], check=True,
+                                       capture_output=True, text=True).stdout)["filesystems"]
+    for path, fstype in zip(ODD_PATHS, ("tmpfs", "ramfs")):
+        if {"target": path, "fstype": fstype} not in listed:
+            out["problems"].append("findmnt --fstab does not read back %r as %s: %s" % (path, fstype, listed))
+    entries, _recovered = runner.plan(spec["policy"])
+    if any(entry["action"] != "ok" or entry["todo"] for entry in entries):
+        work = [(entry["path"], entry["action"], entry["steps"]) for entry in entries]
+        out["problems"].append("the second plan still has work: %s" % work)
+    second = runner.run(spec["policy"])
+    out["second"] = outcome(second)
+    if not second["ok"] or second["result"].get("changed"):
+        out["problems"].append("the second run %s" % ("changed the host" if second["ok"] else "failed: %s"
+                                                      % second["msg"]))
+    gone = runner.run(spec["policy"] + "-absent")
+    out["absent"] = outcome(gone)
+    with open(paths.FSTAB, encoding="utf-8") as handle:
+        fstab = handle.read()
+    left = [path for path in ODD_PATHS if mounts_at(path)]
+    if not gone["ok"] or left or "/srv/tx" in fstab:
+        out["problems"].append("state absent left mounts %s or fstab lines (%s): %s" % (left, fstab[-300:], gone["msg"]))
+
+
+XATTRS = TOP + "/xattrs"
+QUOTA = TOP + "/quota"
+# 20 files, each with one 983-byte extended attribute: tmpfs charges 40 bytes + name + value (1,031) of its
+# 1 KiB-an-inode limit for each, so the 21 entries need 21 + ceil(20,620 / 1024) = 42 inodes (the plan counts 41
+# bytes of overhead: 20,640, the same 42).
+XATTR_FILES, XATTR_VALUE = 20, 983
+
+
+def plan_entries(runner, entries):
+    """ramdisk_plan's result for ENTRIES (a policy), errors included."""
+    done = runner._finish(runner._start("ramdisk_plan", {
+        "host": "transaction-test", "sources": [{"name": "ramdisk_mounts", "value": entries}],
+        "purposes": runner.purposes, "defaults": runner.defaults}, None))
+    if done["result"] is None:
+        raise CaseError("ramdisk_plan gave no result: %s" % done)
+    return done["result"]
+
+
+def apply_entries(runner, result):
+    done = runner._finish(runner.apply_start(result["tmpfs"] + result["ramfs"]))
+    out = done["result"] or {}
+    if done["rc"] != 0 or out.get("failed"):
+        raise CaseError("ramdisk_apply failed: %s" % (out.get("msg") or done))
+    return out
+
+
+def case_limits(spec, runner):
+    out = {"problems": []}
+    problems = out["problems"]
+    os.makedirs(XATTRS)
+    for number in range(XATTR_FILES):
+        name = os.path.join(XATTRS, "f%02d" % number)
+        with open(name, "w", encoding="utf-8") as handle:
+            handle.write("file %d\n" % number)
+        os.setxattr(name, "user.pad", b"x" * XATTR_VALUE)
+    fixture, _problems = tree_digest(XATTRS)
+    entry = {"path": XATTRS, "size": "8M", "migrate": True}
+    refused = plan_entries(runner, [dict(entry, nr_inodes=30)])
+    out["refused"] = " ".join(refused.get("errors") or [])
+    needed = None
+    for word in out["refused"].split("nr_inodes to at least ")[1:2]:
+        needed = int(word.split(".")[0])
+    out["needed"] = needed
+    if needed is None or "extended attributes" not in out["refused"]:
+        problems.append("nr_inodes 30 for %d entries and their xattrs was not refused for the xattrs: %s"
+                        % (XATTR_FILES + 1, out["refused"] or "no error"))
+        return out
+    # What the kernel says of one less: a tmpfs with needed - 1 inodes, and cp -a as the migrate copies.
+    probe = os.path.join(runner.work, "one-less")
+    os.makedirs(probe)
+    sh("mount", "-t", "tmpfs", "-o", "size=8m,nr_inodes=%d" % (needed - 1), "one-less", probe)
+    try:
+        copy = subprocess.run(["cp", "-a", "--no-target-directory", XATTRS + "/.", probe], capture_output=True,
+                              text=True, check=False)
+        # cp -a leaves out an xattr it cannot set and may still exit 0: what landed tells.
+        copied, _problems = tree_digest(probe)
+    finally:
+        sh("umount", probe)
+    # The probe's root is the new tmpfs's own (mode 1777 before cp): only what is in it counts.
+    differences = [d for d in compare_trees(fixture, copied, "fixture", "copy", root_mtime=False)
+                   if not d.startswith("The root")]
+    out["one_less"] = {"rc": copy.returncode, "stderr": copy.stderr.strip()[-200:], "differences": len(differences),
+                       "first": differences[:1]}
+    if copy.returncode == 0 and not differences:
+        problems.append("cp -a into a tmpfs with nr_inodes=%d (one less than the plan asks) copied everything: the "
+                        "plan asks for more than the kernel needs" % (needed - 1))
+    accepted = plan_entries(runner, [dict(entry, nr_inodes=needed)])
+    if accepted.get("errors"):
+        problems.append("nr_inodes %d, the number the plan named, was refused: %s" % (needed, accepted["errors"]))
+        return out
+    apply_entries(runner, accepted)
+    mounted, mounted_problems = tree_digest(XATTRS)
+    problems += ["the migrated tree: %s" % p for p in mounted_problems + compare_trees(
+        fixture, mounted, "fixture", "mount", root_mtime=True)]
+    info = os.statvfs(XATTRS)
+    out["inodes_after"] = {"total": info.f_files, "used": info.f_files - info.f_ffree}
+
+    quota_entry = {"path": QUOTA, "size": "8M", "mode": "1777", "usrquota": True, "usrquota_block_hardlimit": "1m"}
+    planned = plan_entries(runner, [quota_entry])
+    support = ((planned.get("ansible_facts") or {}).get("ramdisk") or {}).get("support") or {}
+    errors = " ".join(planned.get("errors") or [])
+    out["quota_errors"] = errors
+    if "not supported by this host's kernel" in errors:
+        out["quota"] = "refused by the plan: %s" % errors[:400]
+        if mounts_at(QUOTA):
+            problems.append("the refused quota request left a mount at %s" % QUOTA)
+        return out
+    if errors:
+        problems.append("the quota request was refused: %s" % errors)
+        return out
+    apply_entries(runner, planned)
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            os.setgid(GROUP[1])
+            os.setuid(OWNER[1])
+            with open(os.path.join(QUOTA, "big"), "wb", buffering=0) as handle:
+                for _chunk in range(8):
+                    handle.write(b"q" * (256 << 10))
+            code = 0
+        except OSError as exc:
+            code = 1 if exc.errno == errno.EDQUOT else 2
+        os._exit(code)
+    _pid, status = os.waitpid(pid, 0)
+    written = os.path.getsize(os.path.join(QUOTA, "big")) if os.path.exists(os.path.join(QUOTA, "big")) else 0
+    out["quota"] = "a user wrote %d bytes, then %s (support: %s)" % (
+        written, {0: "no error", 1: "EDQUOT", 2: "another error"}.get(os.WEXITSTATUS(status), "died"),
+        support.get("tmpfs_quota_from"))
+    if os.WEXITSTATUS(status) != 1 or written > (1 << 20):
+        problems.append("the user's write past 1 MiB on a usrquota tmpfs: %s" % out["quota"])
+    return out
+
+
 CASES = {"reference": case_reference, "kill": case_kill, "cp-kill": case_cp_kill, "concurrency": case_concurrency,
-         "full-disk": case_full_disk, "zram-reference": zram_case, "zram-kill": zram_case, "zram-fail": zram_case}
+         "full-disk": case_full_disk, "odd-paths": case_odd_paths, "limits": case_limits, "zram-reference": zram_case,
+         "zram-kill": zram_case, "zram-fail": zram_case}
 
 
 def inside(spec):
@@ -1085,6 +1254,30 @@ def report_concurrency(specs, results, reference, tries):
     return problems
 
 
+def report_odd_paths(result):
+    if result.get("error"):
+        return ["odd paths: %s" % result["error"]]
+    print("\nOdd paths (%s): first run %s, second run %s, state absent %s; %s"
+          % (", ".join(repr(path) for path in ODD_PATHS), "changed" if result["first"]["changed"] else "unchanged",
+             ("changed" if result["second"]["changed"] else "unchanged") if "second" in result else "-",
+             ("ok" if result["absent"]["ok"] else "FAILED") if "absent" in result else "-",
+             "pass" if not result["problems"] else "FAIL"))
+    return ["odd paths: %s" % problem for problem in result["problems"]]
+
+
+def report_limits(result):
+    if result.get("error"):
+        return ["limits: %s" % result["error"]]
+    one_less = result.get("one_less") or {}
+    print("\nLimits: %d files with a %d-byte xattr each; the plan asked for nr_inodes %s (refusing 30); a cp -a into "
+          "one less: exit %s, %s differences (%s); with %s: migrated, %s inodes used of %s.\ntmpfs quotas: %s"
+          % (XATTR_FILES, XATTR_VALUE, result.get("needed"), one_less.get("rc"), one_less.get("differences"),
+             "; ".join(one_less.get("first") or []) or one_less.get("stderr"),
+             result.get("needed"), (result.get("inodes_after") or {}).get("used"),
+             (result.get("inodes_after") or {}).get("total"), result.get("quota")))
+    return ["limits: %s" % p for p in result.get("problems") or []]
+
+
 def report_full_disk(result, reference):
     if result.get("error"):
         return ["full disk: %s" % result["error"]]
@@ -1103,7 +1296,7 @@ def main():
     parser.add_argument("--keep", default=os.path.join(REPO, "build", "transaction"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--tries", type=int, default=20)
-    parser.add_argument("--only", default="kill,cp-kill,concurrency,full-disk,zram")
+    parser.add_argument("--only", default="kill,cp-kill,concurrency,full-disk,odd-paths,limits,zram")
     args = parser.parse_args()
     if args.inside:
         inside(json.loads(args.inside))
@@ -1118,7 +1311,9 @@ def main():
     if not set(only) & {"kill", "cp-kill", "concurrency", "full-disk"}:
         references = []
     front = references + [spec for spec in ({"name": "cp-kill", "case": "cp-kill", "policy": "data"},
-                                            {"name": "full-disk", "case": "full-disk", "policy": "both"})
+                                            {"name": "full-disk", "case": "full-disk", "policy": "both"},
+                                            {"name": "odd-paths", "case": "odd-paths", "policy": "odd"},
+                                            {"name": "limits", "case": "limits", "policy": "data"})
                           if spec["name"] in only]
     specs = concurrency_specs(args.tries) if "concurrency" in only else []
     queue = Queue(front, "kill" in only, specs)
@@ -1141,6 +1336,10 @@ def main():
         problems += report_concurrency(specs, results, results["reference-data"], args.tries)
     if "full-disk" in only:
         problems += report_full_disk(results["full-disk"], results["reference-both"])
+    if "odd-paths" in only:
+        problems += report_odd_paths(results["odd-paths"])
+    if "limits" in only:
+        problems += report_limits(results["limits"])
     zram_points = 0
     if "zram" in only:
         zram_results, ends = run_zram(driver)

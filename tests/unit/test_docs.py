@@ -110,3 +110,22 @@ def test_gen_docs_names_a_plugin_ansible_doc_cannot_read(tmp_path):
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "ramdisk.provision.tree_verify" in result.stderr
+
+
+def test_security_page_lists_the_refused_directories_of_the_code():
+    """docs/security.md's table of refused directories is REFUSED_DIRECTORIES, row for row, and names its exceptions."""
+    from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
+        REFUSED_DIRECTORIES,
+        REFUSED_EXCEPTIONS,
+    )
+
+    with open(os.path.join(REPO_ROOT, "docs", "security.md"), encoding="utf-8") as handle:
+        page = handle.read()
+    begin = page.index("<!-- refused-directories:")
+    end = page.index("<!-- end refused-directories -->")
+    rows = [line for line in page[begin:end].splitlines() if line.startswith("| `")]
+    wanted = ["| `%s` | %s | %s |" % (path, "and everything under it" if tree else "itself only", why)
+              for path, tree, why in REFUSED_DIRECTORIES]
+    assert rows == wanted, "update the table in docs/security.md from REFUSED_DIRECTORIES in plugins/module_utils/_plan.py"
+    for allowed in REFUSED_EXCEPTIONS:
+        assert "`%s` stays allowed" % allowed in page[end:]

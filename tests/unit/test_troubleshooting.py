@@ -11,9 +11,9 @@ The messages are found by reading the code, not by running it:
 - roles/*/tasks: ``ansible.builtin.fail`` ``msg`` and ``ansible.builtin.assert`` ``fail_msg``, including
   the sentences a task builds in its ``vars`` with ``out.append(...)`` in Jinja, and the value of every
   ``set_fact`` key ending in ``_errors`` (with the task vars it names): a later assert prints those;
-- roles/*/templates/*.j2 and module_utils/_zram_steps.py: ``die "..."`` and ``echo "..." >&2`` in the scripts
-  the roles install, which print at boot or on the sync timer (shell expansions such as ``$MOUNT`` are filled in
-  at run time).
+- roles/*/templates/*.j2, roles/*/files/*.sh and module_utils/_zram_steps.py: ``die "..."`` and ``echo "..." >&2``
+  in the scripts the roles install, which print at boot or on the sync timer (shell expansions such as ``$MOUNT``
+  are filled in at run time).
 
 Each message is keyed by its distinctive phrase: the longest piece of literal text between the parts
 filled in at run time (host, variable, value) in its first sentence, which states the problem (the
@@ -261,7 +261,8 @@ def collect(root=REPO_ROOT):
 
     def template_files():
         # The zram boot script is installed by the executor, which holds its text (module_utils/_zram_steps.py).
-        for path in sorted(glob.glob(os.path.join(root, "roles", "*", "templates", "*.j2"))) + [
+        for path in sorted(glob.glob(os.path.join(root, "roles", "*", "templates", "*.j2"))
+                           + glob.glob(os.path.join(root, "roles", "*", "files", "*.sh"))) + [
                 os.path.join(root, "plugins", "module_utils", "_zram_steps.py")]:
             for line, kind, pieces in template_messages(path):
                 yield "%s:%d %s" % (os.path.relpath(path, root), line, kind), pieces
@@ -289,8 +290,8 @@ def test_messages_are_found():
     """The scan itself works: it finds messages of each kind in the places they are known to be."""
     wheres = " ".join(where for places in PHRASES.values() for where in places)
     for kind in ("error()", "errors.append()", "fail_json()", "raise SizeError", "fail msg", "assert fail_msg",
-                 "unavailable_reason()", "set_fact mount_persist_errors", "set_fact mount_account_errors",
-                 "persist.j2", "_zram_steps.py", " die", " echo >&2"):
+                 "unavailable_reason()",
+                 "persist.sh", "_zram_steps.py", " die", " echo >&2"):
         assert kind in wheres, "no message of kind %s found: the scan is broken" % kind
     assert "a system path that must not be hidden under a RAM-backed mount" in PHRASES
     assert "is not a mount point: refusing to touch the directory under it" in PHRASES
@@ -346,7 +347,8 @@ def source_text(root=REPO_ROOT):
     for path in glob.glob(os.path.join(root, "roles", "*", "tasks", "*.yml")):
         with open(path, encoding="utf-8") as handle:
             texts.extend(_strings(yaml.safe_load(handle)))
-    for path in glob.glob(os.path.join(root, "roles", "*", "templates", "*.j2")):
+    for path in glob.glob(os.path.join(root, "roles", "*", "templates", "*.j2")) + \
+            glob.glob(os.path.join(root, "roles", "*", "files", "*.sh")):
         with open(path, encoding="utf-8") as handle:
             texts.append(handle.read())
     return _loose(" ".join(texts))

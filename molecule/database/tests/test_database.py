@@ -34,7 +34,7 @@ def test_persist_units_run_and_start_at_boot(host):
     requires = host.run("systemctl show -p Requires -p After --value %s", SERVICE).stdout
     assert persist in requires
     unit = host.file("/etc/systemd/system/%s" % persist).content_string
-    assert unit.startswith("#") and "Ansible managed" in unit.splitlines()[0] + unit.splitlines()[1]
+    assert unit.startswith("# Written by the ramdisk.provision collection")
     assert "RequiresMountsFor=%s %s" % (PATH, BACKING) in unit
     assert "OnUnitActiveSec=5min" in host.file("/etc/systemd/system/%s" % timer).content_string
     # The backing fills the mount at boot; no seed unit copies the older disk directory in.

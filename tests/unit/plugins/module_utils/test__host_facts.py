@@ -102,3 +102,30 @@ def test_support_takes_a_device_first():
     support = _host_facts.support_facts({"tmpfs"}, "6.18.44", None, (device,), config={}, crypto_text="")
     assert support["zram_algorithms"] == support["zram_algorithms_offered"] == ["lzo", "zstd"]
     assert support["zram_algorithms_from"] == "the comp_algorithm of zram0"
+
+
+@pytest.mark.parametrize("release, config, answer, supported, basis", [
+    ("6.1.0-18-amd64", {"CONFIG_TMPFS_QUOTA": "y"}, True, False, "Linux 6.1.0-18-amd64 is older than 6.6"),
+    ("6.18.44", {}, False, False, "the kernel refuses usrquota for tmpfs (fsopen probe)"),
+    ("6.8.0", {}, True, True, "the kernel takes usrquota for tmpfs (fsopen probe)"),
+    ("6.18.44", {}, None, False, "CONFIG_TMPFS_QUOTA is not set in the kernel's config"),
+    ("6.8.0", {"CONFIG_TMPFS_QUOTA": "y"}, None, True, "CONFIG_TMPFS_QUOTA=y in the kernel's config"),
+    ("6.8.0", None, None, True, "Linux 6.8.0 is 6.6 or later (its config could not be read)"),
+])
+def test_tmpfs_quota_support(release, config, answer, supported, basis):
+    asked = []
+
+    def probe(name):
+        asked.append(name)
+        return answer
+
+    assert _host_facts.tmpfs_quota_support(release, config, probe) == (supported, basis)
+    assert asked == ([] if release.startswith("6.1.") else ["usrquota"])
+
+
+def test_tmpfs_quota_probe_changes_nothing():
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        before = handle.read()
+    assert _host_facts.probe_tmpfs_flag("not-a-tmpfs-option") in (False, None)
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        assert handle.read() == before

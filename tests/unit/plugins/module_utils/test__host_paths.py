@@ -19,12 +19,6 @@ def _vars(role):
 
 def test_the_mount_role_names_the_same_paths():
     names = _vars("mount")
-    assert names["__mount_stage_root"] == paths.STAGE_ROOT
-    assert names["__mount_tmp_dropin_dir"] == paths.TMP_DROPIN_DIR
-    assert names["__mount_tmp_dropin"] == paths.TMP_DROPIN
-    assert names["__mount_record_dir"] == paths.RECORD_DIR
-    assert names["__mount_persist_conf_dir"] == paths.PERSIST_CONF_DIR
-    assert names["__mount_unit_dir"] == paths.UNIT_DIR
     assert tuple(names["__mount_vendor_tmp_units"]) == paths.VENDOR_TMP_UNITS
     assert names["__mount_module_tmp"].startswith(paths.RUN_DIR + "/")
 
@@ -42,3 +36,12 @@ def test_the_zram_role_names_the_same_paths():
 def test_the_journal_and_records_live_where_a_reboot_keeps_them_and_the_lock_where_it_does_not():
     assert paths.JOURNAL.startswith("/var/lib/") and paths.RECORD_DIR.startswith("/etc/")
     assert paths.LOCK.startswith("/run/") and paths.NEW_ROOT.startswith("/run/")
+
+
+def test_the_persist_helper_names_the_same_places():
+    import re
+    with open(os.path.join(REPO, "roles", "mount", "files", "persist.sh")) as handle:
+        script = handle.read()
+    places = dict(re.findall(r"(?m)^(conf_dir|state_dir|status_dir|metrics_collector)=(.*)$", script))
+    assert places == {"conf_dir": paths.PERSIST_CONF_DIR, "state_dir": paths.PERSIST_STATE_DIR,
+                      "status_dir": paths.PERSIST_STATUS_DIR, "metrics_collector": paths.METRICS_COLLECTOR}

@@ -19,7 +19,7 @@ class FakeView(object):
 
     def __init__(self, links=None, users=None, groups=None, records=None, refuse_options=(), mkfs=("ext4",),
                  mkfs_refuse=None, systemd=True, trial_unavailable=None, vendor_tmp=False, files=None,
-                 users_of=None):
+                 users_of=None, not_dirs=None, journal=()):
         self.links = links or {}
         self.users = users or {"root": 0, "postgres": 111}
         self.groups = groups or {"root": 0, "postgres": 115}
@@ -33,12 +33,23 @@ class FakeView(object):
         self.trials = []
         self.files = files or {}
         self.busy = users_of or {}
+        self.not_dirs = not_dirs or {}
+        self.journal = list(journal)
 
     def first_link(self, path):
         for link, target in sorted(self.links.items()):
             if path == link or path.startswith(link + "/"):
                 return link, target
         return None
+
+    def not_a_directory(self, path):
+        for component, what in sorted(self.not_dirs.items()):
+            if path.startswith(component + "/"):
+                return component, what
+        return None
+
+    def journal_paths(self):
+        return self.journal
 
     def realpath(self, path):
         link = self.first_link(path)
@@ -174,13 +185,93 @@ def test_a_path_through_a_link_is_refused(links, path, phrase):
 @pytest.mark.parametrize("path, phrase", [
     ("/srv/a\nb", "a control character"),
     ("/srv/a\tb", "a control character"),
-    ("/srv/a b", "a character /etc/fstab cannot hold"),
+    ("/srv/a\u00a0b", "a character that does not show as itself (U+00A0)"),
+    ("/srv/a /b", "a name that begins or ends with a space"),
     ("/srv/" + "x" * 256, "a path component longer than 255 bytes"),
     ("/srv" + "/x" * 2100, "longer than 4095 bytes"),
 ])
 def test_paths_fstab_or_linux_cannot_hold_are_refused(path, phrase):
     result = plan([{"path": path, "size": "16M"}])
     assert any("ramdisk_mounts[0].path is" in error and phrase in error for error in result["errors"]), result["errors"]
+
+
+def test_a_path_with_a_space_is_planned_with_its_fstab_line_escaped():
+    result = plan([{"path": "/srv/my cache", "size": "16M"}])
+    assert result["errors"] == []
+    (entry,) = result["tmpfs"]
+    assert entry["action"] == "mount" and entry["token"].startswith("srv-my-cache-")
+    settled = FakeView(records={"/srv/my cache": dict(entry["record"])}, files={
+        "/etc/fstab": "tmpfs /srv/my\\040cache tmpfs %s 0 0\n" % ",".join(entry["options"])})
+    live = facts(mounts=[("/srv/my cache", "tmpfs")],
+                 paths={"/srv/my cache": {"exists": True, "is_dir": True, "mode": "0755", "uid": 0, "gid": 0}})
+    for mount in live["mounts"]:
+        mount.update(options=["rw", "nosuid", "nodev", "size=16384k", "mode=755"], size_bytes=16 * 1024 * 1024)
+    again = plan([{"path": "/srv/my cache", "size": "16M"}], view=settled, host_facts=live)
+    assert again["errors"] == [] and again["tmpfs"][0]["action"] == "ok"
+    assert not again["tmpfs"][0]["steps"]["fstab"], "the escaped line is the entry's own"
+
+
+@pytest.mark.parametrize("key, entry", [
+    ("path", {"path": "/srv/notes.txt/sub", "size": "16M"}),
+    ("persist.backing", {"path": "/srv/data", "size": "16M", "persist": {"backing": "/srv/notes.txt/copy"}}),
+])
+def test_a_path_under_a_file_is_refused_before_the_mkdir(key, entry):
+    view = FakeView(not_dirs={"/srv/notes.txt": "a regular file"})
+    result = plan([entry], view=view)
+    assert result["errors"] == [
+        "Host h1: ramdisk_mounts[0].%s is '%s': '/srv/notes.txt' on this host is a regular file, not a directory, so "
+        "nothing can be made or mounted under it. Choose a path whose parents are all directories, or move "
+        "'/srv/notes.txt' away." % (key, entry["path"] if key == "path" else entry["persist"]["backing"])]
+
+
+def test_a_path_under_a_link_to_a_file_names_the_link():
+    view = FakeView(not_dirs={"/srv/conf": "a symlink to a regular file"}, links={"/srv/conf": "/etc/hostname"})
+    (error,) = plan([{"path": "/srv/conf/sub", "size": "16M"}], view=view)["errors"]
+    assert "'/srv/conf' on this host is a symlink to a regular file, not a directory" in error
+
+
+def _live_tmpfs(path):
+    host = facts(mounts=[(path, "tmpfs")], paths={path: {"exists": True, "is_dir": True, "mode": "0755", "uid": 0,
+                                                         "gid": 0}})
+    for mount in host["mounts"]:
+        mount.update(options=["rw", "nosuid", "nodev", "size=16384k", "mode=755"], size_bytes=16 * 1024 * 1024)
+    return host
+
+
+def test_a_live_tmpfs_nothing_accounts_for_is_not_taken_over():
+    result = plan([{"path": "/srv/left", "size": "16M"}], host_facts=_live_tmpfs("/srv/left"))
+    assert result["errors"] == [
+        "Host h1: ramdisk_mounts[0].path is '/srv/left': a tmpfs is mounted there that nothing accounts for, so this "
+        "collection will not take it over. It has no record in /etc/ramdisk-provision/mounts, no /etc/fstab line, no "
+        "unit srv-left.mount and no open journal entry: a run that was killed may have left it, and it hides what the "
+        "directory holds on disk. Look at it with findmnt /srv/left and at its files; if it is yours, add its "
+        "/etc/fstab line and run again; if not, copy out what you need from it, unmount it (umount /srv/left) and run "
+        "again."]
+    spaced = plan([{"path": "/srv/left over", "size": "16M"}], host_facts=_live_tmpfs("/srv/left over"))["errors"]
+    assert "findmnt '/srv/left over'" in spaced[0] and "unit srv-left\\x20over.mount" in spaced[0]
+
+
+@pytest.mark.parametrize("view", [
+    FakeView(records={"/srv/left": {"path": "/srv/left", "fstype": "tmpfs", "created_dir": False}}),
+    FakeView(files={"/etc/fstab": "# the admin's\ntmpfs /srv/left tmpfs size=16m 0 0\n"}),
+    FakeView(files={"/etc/systemd/system/srv-left.mount": "[Mount]\n"}),
+    FakeView(journal=["/srv/left"]),
+], ids=["record", "fstab line", "mount unit", "open journal"])
+def test_a_live_tmpfs_something_accounts_for_is_taken_over(view):
+    result = plan([{"path": "/srv/left", "size": "16M"}], view=view, host_facts=_live_tmpfs("/srv/left"))
+    assert result["errors"] == [] and result["tmpfs"][0]["action"] in ("ok", "remount")
+
+
+def test_an_fstab_line_of_another_type_does_not_account_for_a_tmpfs():
+    view = FakeView(files={"/etc/fstab": "/dev/vdb /srv/left ext4 defaults 0 2\n"})
+    (error,) = plan([{"path": "/srv/left", "size": "16M"}], view=view, host_facts=_live_tmpfs("/srv/left"))["errors"]
+    assert "nothing accounts for" in error
+
+
+def test_the_distributions_tmp_mount_accounts_for_tmp():
+    entries = [{"path": "/tmp", "purpose": "tmp", "gate": "off", "size": "16M"}]
+    assert plan(entries, view=FakeView(vendor_tmp=True), host_facts=_live_tmpfs("/tmp"))["errors"] == []
+    assert "nothing accounts for" in plan(entries, host_facts=_live_tmpfs("/tmp"))["errors"][0]
 
 
 def test_live_mounts_under_a_new_mount_are_never_hidden():
@@ -480,3 +571,9 @@ def test_zram_limits_are_refused_in_the_plan(entries, swap_devices, host, phrase
             assert device["priority"] == (100 if device["use"] == "swap" else None)
         return
     assert any(phrase in error for error in result["errors"]), result["errors"]
+
+
+def test_a_system_directory_through_a_link_is_named_as_a_system_directory():
+    """On merged-/usr hosts /lib is a link to /usr/lib: /lib/modules is refused for what it holds, not as a link."""
+    (error,) = plan([{"path": "/lib/modules", "size": "16M"}], view=FakeView(links={"/lib": "/usr/lib"}))["errors"]
+    assert "ramdisk_mounts[0].path is '/lib/modules': a system path that must not be hidden" in error

@@ -242,12 +242,11 @@ def test_the_copied_modules_need_only_the_standard_library():
 def test_role_paths_agree():
     with open(os.path.join(REPO, "roles", "ramdisk", "vars", "main.yml")) as handle:
         ramdisk = yaml.safe_load(handle)
-    with open(os.path.join(REPO, "roles", "mount", "vars", "main.yml")) as handle:
-        mount = yaml.safe_load(handle)
-    assert ramdisk["__ramdisk_metrics_collector"] == mount["__mount_metrics_collector"] == (
+    from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+    assert ramdisk["__ramdisk_metrics_collector"] == paths.METRICS_COLLECTOR == (
         ramdisk["__ramdisk_metrics_lib"] + "/_metrics.py")
-    assert ramdisk["__ramdisk_persist_conf_dir"] == mount["__mount_persist_conf_dir"]
-    assert ramdisk["__ramdisk_persist_status_dir"] == mount["__mount_persist_status_dir"]
+    assert ramdisk["__ramdisk_persist_conf_dir"] == paths.PERSIST_CONF_DIR
+    assert ramdisk["__ramdisk_persist_status_dir"] == paths.PERSIST_STATUS_DIR
     assert set(ramdisk["__ramdisk_metrics_sources"]) == {"_metrics.py", "_procfs.py"}
 
 

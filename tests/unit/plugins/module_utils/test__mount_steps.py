@@ -3,6 +3,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import stat
+import subprocess
+
+import pytest
+
 from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_steps as ms
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import mount_token
 
@@ -146,17 +153,90 @@ def test_an_entry_nobody_looked_at_gets_every_step_that_applies():
     item = ms.item(zram, vendor_tmp=False, systemd=True, paths={"/srv/z": {"exists": True}})
     assert item["steps"] == {"mkdir": False, "fstab": True, "dropin": False, "seed": False, "enable": False,
                              "unseed": True, "root": True, "record": True, "tmpfiles": True}
-    assert item["record"]["path"] == "/srv/z" and item["todo"] and not item["deep"]
+    assert item["record"]["path"] == "/srv/z" and item["todo"]
 
 
-def test_only_persist_takes_the_deep_path():
-    # ramdisk_apply carries out a migrate; a persisted mount still goes through the mount role's tasks.
-    assert not ms.item(entry(action="migrate"), False, True)["deep"]
-    assert ms.item(entry(persist={"backing": "/var/lib/x"}), False, True)["deep"]
-    assert not ms.item(entry(action="mount"), False, True)["deep"]
+def test_a_persisted_mount_is_always_handed_to_ramdisk_apply():
+    # Its units and timer are checked there, which the plan does not read; a settled mount without persist is not.
+    settled_steps = dict.fromkeys(ms.default_steps(ms.item(entry(), False, True), True, True), False)
+    assert ms.item(entry(persist={"backing": "/var/lib/x"}, steps=settled_steps), False, True)["todo"]
+    assert not ms.item(entry(steps=settled_steps), False, True)["todo"]
 
 
 def test_a_zram_mount_that_goes_looks_for_its_boot_time_copy_unit():
     gone = entry(path="/srv/z", fstype="ext4", src="/dev/zram1", state="absent", action="unmount", record=None,
                  steps=None)
     assert ms.item(gone, vendor_tmp=False, systemd=True)["steps"]["unseed"]
+
+
+ODD = "/srv/it's a \"b\" 100% $HOME\\x #c \u00e9"
+
+
+@pytest.mark.parametrize("path, escaped", [
+    # What systemd-escape --path prints (systemd 252).
+    ("/", "-"), ("/srv/a b", "srv-a\\x20b"), ("/srv/.x/.y", "srv-.x-.y"), ("/.hidden", "\\x2ehidden"),
+    ("/srv/a-b", "srv-a\\x2db"), ("/srv/caf\u00e9", "srv-caf\\xc3\\xa9"), ("/srv/a\\b", "srv-a\\x5cb"),
+    ("/srv/p%q", "srv-p\\x25q"), ("/srv/x:y_z.1", "srv-x:y_z.1"), ("/srv//a/", "srv-a"),
+])
+def test_mount_unit_names_follow_systemd_escape(path, escaped):
+    assert ms.escape_path(path) == escaped and ms.mount_unit(path) == escaped + ".mount"
+
+
+@pytest.mark.parametrize("text, command, word", [
+    ("/srv/cache", False, "/srv/cache"),
+    ("/srv/a b", False, '"/srv/a b"'),
+    ("/srv/100%", False, '"/srv/100%%"'),
+    ("/srv/$x", False, '"/srv/$x"'),
+    ("/srv/$x", True, '"/srv/$$x"'),
+    ('/srv/a\\"b', True, '"/srv/a\\\\\\"b"'),
+])
+def test_unit_words_are_quoted_only_when_they_need_it(text, command, word):
+    assert ms.unit_word(text, command) == word
+
+
+def test_a_plain_path_keeps_the_seed_unit_it_had():
+    text = ms.seed_unit(entry(), "/run/ramdisk-provision/lower/t")
+    assert "RequiresMountsFor=/srv/cache\n" in text and '"' not in text
+    assert "ExecStart=/usr/bin/cp -a --no-target-directory /run/ramdisk-provision/lower/t/cache/. /srv/cache\n" in text
+
+
+def test_an_odd_path_is_quoted_in_the_seed_unit_and_the_tmpfiles_line():
+    text = ms.seed_unit(entry(path=ODD, owner="www$"), "/run/ramdisk-provision/lower/t")
+    assert 'RequiresMountsFor="/srv/it\'s a \\"b\\" 100%% $HOME\\\\x #c \u00e9"\n' in text
+    assert "ConditionPathIsMountPoint=/srv/it's a \"b\" 100%% $HOME\\x #c \u00e9\n" in text
+    assert 'ExecStart=/usr/bin/chown "www$$:root" "/srv/it\'s a \\"b\\" 100%% $$HOME\\\\x #c \u00e9"\n' in text
+    line = ms.tmpfiles_line(entry(path=ODD, fstype="ramfs")).splitlines()[1]
+    assert line == 'z "/srv/it\'s a \\"b\\" 100%% $HOME\\\\\\\\x #c \u00e9" 0755 root root -'
+
+
+def test_fstab_lines_are_read_unescaped():
+    item = ms.item(entry(path="/srv/my cache"), vendor_tmp=False, systemd=True)
+    host = settled(item)
+    host["fstab"] = "tmpfs /srv/my\\040cache tmpfs %s 0 0\n" % ",".join(item["options"])
+    assert not ms.steps(item, host)["fstab"]
+    assert ms.fstab_lines(host["fstab"], "/srv/my cache")[0][1] == "/srv/my cache"
+
+
+@pytest.mark.skipif(not shutil.which("systemd-tmpfiles"), reason="needs systemd-tmpfiles")
+@pytest.mark.parametrize("path", [ODD, "/srv/g*l?o[b]", "/srv/ends\\", "/srv/plain"])
+def test_systemd_tmpfiles_reads_the_line_back_as_the_path(tmp_path, path):
+    root = str(tmp_path / "root")
+    os.makedirs(root + path)
+    os.chmod(root + path, 0o700)
+    conf = tmp_path / "line.conf"
+    conf.write_text(ms.tmpfiles_line(entry(path=path, fstype="ramfs", owner=None, group=None, mode="750")),
+                    encoding="utf-8")
+    subprocess.run(["systemd-tmpfiles", "--root=" + root, "--create", str(conf)], check=True, capture_output=True)
+    assert stat.S_IMODE(os.stat(root + path).st_mode) == 0o750
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="needs systemd-analyze")
+def test_systemd_reads_the_seed_unit_of_an_odd_path_without_a_complaint(tmp_path):
+    unit = tmp_path / "ramdisk-seed-test.service"
+    unit.write_text(ms.seed_unit(entry(path=ODD), "/run/ramdisk-provision/lower/t"), encoding="utf-8")
+    result = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+    condition = subprocess.run(["systemd-analyze", "condition", "ConditionPathIsMountPoint=%s" % ms.specifiers(ODD)],
+                               capture_output=True, text=True, timeout=60, check=False)
+    assert "ConditionPathIsMountPoint=%s failed" % ODD in condition.stdout + condition.stderr

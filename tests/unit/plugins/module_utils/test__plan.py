@@ -88,6 +88,30 @@ INVALID = [
     (ok_entry(path="/etc"), "tmpfs_mounts[0].path", "'/etc'", "system path"),
     (ok_entry(path="/home"), "tmpfs_mounts[0].path", "'/home'", "system path"),
     (ok_entry(path="/srv/../etc"), "tmpfs_mounts[0].path", "'/srv/../etc'", "'..'"),
+    # Package databases and system state: hidden, the host breaks; copied in, what is written there is lost.
+    (ok_entry(path="/var/lib/dpkg"), "tmpfs_mounts[0].path", "'/var/lib/dpkg'", "(/var/lib/dpkg holds dpkg's package"),
+    (ok_entry(path="/var/lib/dpkg/info"), "tmpfs_mounts[0].path", "'/var/lib/dpkg/info'", "(/var/lib/dpkg holds"),
+    (ok_entry(path="/var/lib/rpm"), "tmpfs_mounts[0].path", "'/var/lib/rpm'", "rpm's package database"),
+    (ok_entry(path="/usr/lib/sysimage/rpm"), "tmpfs_mounts[0].path", "'/usr/lib/sysimage/rpm'", "(/usr holds"),
+    (ok_entry(path="/var/lib/apt/lists/"), "tmpfs_mounts[0].path", "'/var/lib/apt/lists/'", "apt's package state"),
+    (ok_entry(path="/var/lib/pacman"), "tmpfs_mounts[0].path", "'/var/lib/pacman'", "pacman's package database"),
+    (ok_entry(path="/var/lib/systemd/timers"), "tmpfs_mounts[0].path", "'/var/lib/systemd/timers'", "systemd's state"),
+    (ok_entry(path="/var/lib/ramdisk-provision"), "tmpfs_mounts[0].path", "'/var/lib/ramdisk-provision'",
+     "intent journal"),
+    (ok_entry(path="/etc/ssh"), "tmpfs_mounts[0].path", "'/etc/ssh'", "(/etc holds the host's configuration"),
+    (ok_entry(path="/boot/efi"), "tmpfs_mounts[0].path", "'/boot/efi'", "the kernels and the boot loader"),
+    (ok_entry(path="/lib/modules"), "tmpfs_mounts[0].path", "'/lib/modules'", "kernel modules"),
+    (ok_entry(path="/run/systemd/journal"), "tmpfs_mounts[0].path", "'/run/systemd/journal'", "systemd's runtime"),
+    (ok_entry(path="/run/ramdisk-provision/x"), "tmpfs_mounts[0].path", "'/run/ramdisk-provision/x'", "lock"),
+    # Text nobody sees, or that no line of a file can hold.
+    (ok_entry(path="/srv/no\u00a0break"), "tmpfs_mounts[0].path", "'/srv/no\\xa0break'", "U+00A0"),
+    (ok_entry(path="/srv/zero\u200bwidth"), "tmpfs_mounts[0].path", "'/srv/zero\\u200bwidth'",
+     "a character that does not show as itself (U+200B)"),
+    (ok_entry(path="/srv/line\u2028sep"), "tmpfs_mounts[0].path", "'/srv/line\\u2028sep'", "U+2028"),
+    (ok_entry(path="/srv/a\x85b"), "tmpfs_mounts[0].path", "'/srv/a\\x85b'", "a control character"),
+    (ok_entry(path="/srv/bytes\udcff"), "tmpfs_mounts[0].path", "'/srv/bytes\\udcff'", "not valid UTF-8"),
+    (ok_entry(path="/srv/trailing /x"), "tmpfs_mounts[0].path", "'/srv/trailing /x'", "begins or ends with a space"),
+    (ok_entry(path="/srv/ leading"), "tmpfs_mounts[0].path", "'/srv/ leading'", "begins or ends with a space"),
     (ok_entry(size=0), "tmpfs_mounts[0].size", "0", "above zero"),
     (ok_entry(size="-1G"), "tmpfs_mounts[0].size", "'-1G'", "above zero"),
     (ok_entry(size="10X"), "tmpfs_mounts[0].size", "'10X'", "unknown unit 'X'"),
@@ -140,6 +164,23 @@ def test_invalid_entry(entry, variable, value, words):
     assert matching, result["errors"]
     assert any(words in error for error in matching), result["errors"]
     assert all(error.startswith("Host web01: ") for error in result["errors"])
+
+
+ACCEPTED_PATHS = [
+    # Printable text fstab escapes (\\040, \\134) and the units quote; directories of one's own beside refused ones.
+    "/srv/with space", "/srv/a#b", "/srv/back\\slash", "/srv/it's \"quoted\"", "/srv/100%", "/srv/$HOME",
+    "/srv/caf\u00e9", "/usr/local/cache", "/var/cache/apt", "/var/lib/postgresql", "/var/log", "/run/build",
+    "/var/lib/dpkg-old", "/etcetera",
+]
+
+
+@pytest.mark.parametrize("path", ACCEPTED_PATHS)
+def test_accepted_paths(path):
+    facts = copy.deepcopy(FACTS)
+    facts["paths"][path] = _path(exists=False)
+    result = plan_tmpfs([ok_entry(path=path)], facts, HOST, VAR)
+    assert result["errors"] == []
+    assert result["mounts"][0]["path"] == path and result["mounts"][0]["action"] == "mount"
 
 
 def test_at_least_25_invalid_cases():
@@ -294,6 +335,10 @@ def test_label_names_the_entry_in_errors_and_output():
      "the 3 entries already in '/var/tmp' would not fit"),
     (ok_entry(path="/var/tmp", migrate=True), "tmpfs_mounts[0].path", {"complete": False},
      "could not be measured in time"),
+    # 3 entries and 2,100 bytes of extended attributes: 3 + ceil(2100 / 1024) = 6 of tmpfs's 1 KiB inode units.
+    (ok_entry(path="/var/tmp", nr_inodes=5, migrate=True), "tmpfs_mounts[0].nr_inodes is 5", {"xattr_bytes": 2100},
+     "the 3 entries already in '/var/tmp' and their extended attributes (2.1 KiB, which tmpfs charges to nr_inodes "
+     "at 1 KiB an inode: 3 more) would not fit. Set tmpfs_mounts[0].nr_inodes to at least 6."),
 ])
 def test_migration_must_fit(entry, where, fact_change, needle):
     facts = dict(FACTS, paths=dict(FACTS["paths"], **{"/var/tmp": dict(FACTS["paths"]["/var/tmp"], **fact_change)}))
@@ -301,6 +346,12 @@ def test_migration_must_fit(entry, where, fact_change, needle):
     assert result["mounts"][0]["action"] == "refuse"
     (error,) = result["errors"]
     assert where in error and needle in error
+
+
+def test_migration_fits_with_its_extended_attributes():
+    facts = dict(FACTS, paths=dict(FACTS["paths"], **{"/var/tmp": dict(FACTS["paths"]["/var/tmp"], xattr_bytes=2048)}))
+    result = plan([ok_entry(path="/var/tmp", nr_inodes=5, migrate=True)], facts)
+    assert result["errors"] == [] and result["mounts"][0]["action"] == "migrate"
 
 
 RAMFS_FACTS = dict(FACTS, mounts=FACTS["mounts"] + [

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The persist helper (roles/mount/templates/persist.j2), rendered and run against directories.
+"""The persist helper (roles/mount/files/persist.sh), its host paths pointed at the test's directories, run against
+directories.
 
 mountpoint and stat -f are stood in for (the mount is a plain directory here, and the test's temporary
 directory may itself be a tmpfs); every other command is the real one.
@@ -13,11 +14,12 @@ import stat
 import subprocess
 import sys
 
-import jinja2
+import re
+
 import pytest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-TEMPLATE = os.path.join(REPO_ROOT, "roles", "mount", "templates", "persist.j2")
+HELPER = os.path.join(REPO_ROOT, "roles", "mount", "files", "persist.sh")
 TOKEN = "srv-data-12345678"
 
 pytestmark = pytest.mark.skipif(
@@ -35,13 +37,13 @@ class Helper(object):
         self.bin = root / "bin"
         for directory in (self.mount, self.backing, self.bin, root / "conf"):
             directory.mkdir()
-        env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-        env.filters["comment"] = lambda text: "# " + text
-        with open(TEMPLATE, encoding="utf-8") as handle:
-            script = env.from_string(handle.read()).render(
-                ansible_managed="Ansible managed", __mount_persist_conf_dir=str(root / "conf"),
-                __mount_persist_state_dir=str(self.state), __mount_persist_status_dir=str(root / "status"),
-                __mount_metrics_collector=str(root / "collector.py"))
+        places = {"conf_dir": root / "conf", "state_dir": self.state, "status_dir": root / "status",
+                  "metrics_collector": root / "collector.py"}
+        with open(HELPER, encoding="utf-8") as handle:
+            script = handle.read()
+        for name, place in places.items():
+            script, count = re.subn(r"(?m)^%s=.*$" % name, "%s=%s" % (name, place), script)
+            assert count == 1, name
         self.script = root / "persist"
         self.script.write_text(script, encoding="utf-8")
         self.script.chmod(0o755)

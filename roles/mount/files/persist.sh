@@ -1,9 +1,9 @@
 #!/bin/sh
-{{ ansible_managed | comment }}
+# Installed by the ramdisk.provision collection (ramdisk_apply): changes here are overwritten on its next run.
 # Keeps a RAM mount's contents in a backing directory on disk. A shell script, not Ansible, because
 # systemd runs it at boot, at shutdown and from a timer: ramdisk-persist-TOKEN.service runs restore when
 # it starts (before the services that use the data) and sync when it stops (after them), and
-# ramdisk-persist-sync-TOKEN.timer runs sync every interval. TOKEN names {{ __mount_persist_conf_dir }}/TOKEN.conf,
+# ramdisk-persist-sync-TOKEN.timer runs sync every interval. TOKEN names /etc/ramdisk-provision/persist/TOKEN.conf,
 # which gives MOUNT and BACKING.
 #
 #   persist restore TOKEN   fill an empty MOUNT from BACKING/current; a MOUNT that holds data is newer: kept
@@ -15,15 +15,15 @@
 # current on a complete copy. A sync is refused, with exit status 3, while BACKING holds a copy and this
 # mount of MOUNT was not restored from it (the backing is the newer one), or MOUNT holds nothing.
 #
-# Each sync attempt, done or not, is recorded in {{ __mount_persist_status_dir }}/TOKEN.status (result, exit
+# Each sync attempt, done or not, is recorded in /var/lib/ramdisk-provision/persist/TOKEN.status (result, exit
 # status, start and end, and the figures of the last successful one); then the metrics collector runs when
 # it is installed (ramdisk_metrics: true), so its figures show the attempt at once.
 set -eu
 export LC_ALL=C
-conf_dir={{ __mount_persist_conf_dir }}
-state_dir={{ __mount_persist_state_dir }}
-status_dir={{ __mount_persist_status_dir }}
-metrics_collector={{ __mount_metrics_collector }}
+conf_dir=/etc/ramdisk-provision/persist
+state_dir=/run/ramdisk-provision/persist
+status_dir=/var/lib/ramdisk-provision/persist
+metrics_collector=/usr/local/libexec/ramdisk-provision/metrics/_metrics.py
 started=$(date +%s.%N)
 stamp='' sync_bytes='' backing_bytes=''
 

@@ -1,0 +1,339 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""persist (a RAM mount kept in a backing directory on disk) as steps of ramdisk_apply's transactions.
+
+build() turns one planned mount with persist into the steps of one transaction, decided again from the host as it
+is under the lock, by the same review_persist() that the plan used:
+
+- mounted: the services that use the data stopped; the mount (a migrate whose backing holds the data of record is a
+  plain mount: the backing fills it); the helper, its record and units; the backing's first copy made from the RAM
+  mount and checked (source ram); persist enabled and started, which restores an empty mount from the backing
+  (checked); the timer; the record of the mount; the services started again.
+- absent, set up by this collection (release): the services stopped; the timer and persist stopped (the stop
+  writes the mount back), and the backing's copy checked against the mount and written again if it differs; the
+  unmount; the backing's copy returned into the directory on disk and checked; the copies, units and helper gone;
+  the services started again.
+
+The pivot is the mount (or its move, remount or unmount) as for any mount, or for a live mount that only gains
+persist, the start of the persist unit: a run killed before it is undone by the next run, one killed after it is
+finished. Undoing the start of persist first takes away the mark of its restore, so that its stop-time sync refuses
+(the backing is not overwritten); undoing the first copy puts the backing back as it was.
+
+PersistSteps holds the steps' do_ and undo_ functions; the executor inherits them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import fsync_dir
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist import (
+    BACKING_NAMES_RE,
+    LIVE_ACTIONS,
+    conf_text,
+    read_state,
+    review_persist,
+    unit_names,
+    unit_state,
+    unit_texts,
+)
+from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, tree_digest
+
+RUNNING = ("active", "activating", "reloading")
+MAX_LISTED = 10
+
+
+def _current_target(backing):
+    link = os.path.join(backing, "current")
+    return os.readlink(link) if os.path.islink(link) else None
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def _is_mount_point(path):
+    try:
+        return os.path.ismount(path)
+    except OSError:
+        return False
+
+
+class PersistSteps(object):
+    """The persist steps of the executor (which gives _tool, error and run_command)."""
+
+    def persist_running(self, services):
+        out = []
+        for service in services or ():
+            rc, text, _err = self.run_command(["systemctl", "show", "-p", "ActiveState", "--value", service])
+            if rc == 0 and text.strip() in RUNNING:
+                out.append(service)
+        return out
+
+    def _compare(self, src, dest, src_name, dest_name):
+        source, source_problems = tree_digest(src)
+        copy, copy_problems = tree_digest(dest)
+        return len(source), source_problems + copy_problems + compare_trees(source, copy, src_name, dest_name)
+
+    # do ----------------------------------------------------------------------------------------------------
+
+    def do_sync(self, args):
+        self._tool([args["helper"], "sync", args["token"]], "Making the backing's first copy of %s" % args["path"])
+        return {}
+
+    def do_verify(self, args):
+        entries, mismatches = self._compare(args["src"], args["dest"], args["src_name"], args["dest_name"])
+        if mismatches:
+            self.error("%s differs from %s in %d ways: %s" % (args["dest_name"], args["src_name"], len(mismatches),
+                                                              " ".join(mismatches[:MAX_LISTED])))
+        return {"entries": entries}
+
+    def do_writeback(self, args):
+        """Before a persisted mount goes: the backing's current copy must be the mount as it is now."""
+        current = os.path.join(args["backing"], "current") + "/."
+        if os.path.isdir(current):
+            _entries, mismatches = self._compare(args["path"], current, "the RAM mount", "the backing's copy")
+            if not mismatches:
+                return {"synced": False}
+        rc, _out, err = self.run_command([args["helper"], "sync", args["token"]])
+        if rc == 3:
+            # The helper refuses only when the backing holds the newer copy: that one returns to disk.
+            self.warnings.append("host %s: the RAM copy at %s is not written back: %s. The backing's current copy "
+                                 "returns to disk instead." % (self.host, args["path"], (err or "").strip().rstrip(".")))
+            return {"synced": False, "refused": (err or "").strip()}
+        if rc != 0:
+            self.error("writing %s back to %s failed (exit %d): %s. Nothing was unmounted."
+                       % (args["path"], args["backing"], rc, (err or "").strip()))
+        _entries, mismatches = self._compare(args["path"], current, "the RAM mount", "the backing's copy")
+        if mismatches:
+            self.error("the backing's copy of %s differs from the mount in %d ways: %s"
+                       % (args["path"], len(mismatches), " ".join(mismatches[:MAX_LISTED])))
+        return {"synced": True}
+
+    def do_return(self, args):
+        """The backing's current copy into the directory on disk, which holds what was there before persist. Done
+        again from the start after a kill: the backing keeps the copy until the step after this one."""
+        path = args["path"]
+        current = os.path.join(args["backing"], "current") + "/."
+        if not os.path.isdir(current):
+            return {"returned": False}
+        if _is_mount_point(path):
+            self.error("'%s' is still a mount point, so its data cannot return to the directory on disk. Unmount it "
+                       "(findmnt %s shows what is there), then run again; the backing %s keeps the data until then"
+                       % (path, path, args["backing"]))
+        if not os.path.isdir(path):
+            os.makedirs(path, 0o755)
+        for name in os.listdir(path):
+            _remove(os.path.join(path, name))
+        self._tool(["cp", "-a", "--no-target-directory", current, path],
+                   "Returning the backing's copy of %s to the directory on disk" % path)
+        entries, mismatches = self._compare(current, path, "the backing's copy", "the directory on disk")
+        if mismatches:
+            self.error("the directory on disk differs from the backing's copy of %s in %d ways: %s"
+                       % (path, len(mismatches), " ".join(mismatches[:MAX_LISTED])))
+        lost = os.path.join(path, "lost+found")
+        if args.get("fstype") not in ("tmpfs", "ramfs") and os.path.isdir(lost) and not os.listdir(lost):
+            os.rmdir(lost)  # the RAM file system's own, empty: not data
+        return {"returned": True, "entries": entries}
+
+    def do_clear_backing(self, args):
+        """The data is back on disk: the helper's copies go, and the backing directory when nothing else is in it."""
+        backing = args["backing"]
+        if not os.path.isdir(backing):
+            return {}
+        names = os.listdir(backing)
+        # current first, so a kill midway never leaves it pointing at a copy that is gone.
+        for name in sorted((name for name in names if BACKING_NAMES_RE.match(name)), key=lambda n: n != "current"):
+            _remove(os.path.join(backing, name))
+        try:
+            os.rmdir(backing)
+        except OSError:
+            pass  # files of someone else's: they stay
+        return {}
+
+    # undo --------------------------------------------------------------------------------------------------
+
+    def undo_sync(self, args, result, same_boot):
+        """The backing as it was before the first copy: current back on its old copy (or gone), new copies gone."""
+        backing = args["backing"]
+        if not os.path.isdir(backing):
+            return True
+        link = os.path.join(backing, "current")
+        if args.get("current") is None:
+            if os.path.islink(link):
+                os.unlink(link)
+        elif _current_target(backing) != args["current"]:
+            temporary = os.path.join(backing, ".current-undo")
+            if os.path.lexists(temporary):
+                os.unlink(temporary)
+            os.symlink(args["current"], temporary)
+            os.rename(temporary, link)
+        fsync_dir(backing)
+        before = set(args.get("before") or ())
+        for name in os.listdir(backing):
+            if name not in before and name != "current" and BACKING_NAMES_RE.match(name):
+                _remove(os.path.join(backing, name))
+        return True
+
+    def undo_verify(self, args, result, same_boot):
+        return True
+
+    def undo_writeback(self, args, result, same_boot):
+        return True  # a complete copy of the mount as it was: the backing keeps it
+
+    def undo_return(self, args, result, same_boot):
+        return True  # after the pivot: only ever finished
+
+    def undo_clear_backing(self, args, result, same_boot):
+        return True
+
+
+def _step(name, **args):
+    return {"step": name, "args": args}
+
+
+def _systemctl(argv, undo=None, **extra):
+    args = {"argv": list(argv), "undo": list(undo) if undo else None}
+    args.update(extra)
+    return {"step": "systemctl", "args": args}
+
+
+def build(item, ex, build_mount, file_step):
+    """(steps, pivot) of ITEM (a mount_items() entry with persist). EX: the executor (host queries, systemd, the
+    helper's text); BUILD_MOUNT(item, systemd, middle): the steps of the mount itself, with MIDDLE put before its
+    record; FILE_STEP: the executor's _file_step."""
+    token = item["token"]
+    persist = item["persist"]
+    path = item["path"]
+    backing = persist["backing"]
+    if not ex.systemd:
+        ex.error("%s.persist is set, but this host does not run systemd, and persist needs systemd units to restore "
+                 "the data at boot and write it back. Set persist: null here" % item.get("label", path))
+    live = path if item["state"] == "mounted" and item.get("action") in LIVE_ACTIONS else None
+    state = read_state(token, backing, live, ex.systemd, ex.run_command)
+    review = review_persist([item], {token: state}, ex.host)
+    if review["errors"]:
+        ex.error(" ".join(error.split(": ", 1)[1] if error.startswith("Host ") else error
+                          for error in review["errors"]).rstrip("."))
+    ex.warnings.extend(review["warnings"])
+    decision = review["decisions"].get(token) or {}
+    names = unit_names(token)
+    unit_files = paths.persist_unit_files(token)
+    stopped = ex.persist_running(persist.get("services")) if decision.get("adopt") or decision.get("release") else []
+    pre = [_systemctl(["stop"] + stopped, ["start"] + stopped)] if stopped else []
+    post = [_systemctl(["start"] + stopped)] if stopped else []
+
+    if item["state"] == "absent":
+        if not decision.get("release"):
+            steps, pivot = build_mount(item, ex.systemd, [])
+            return steps, pivot
+        timer_active = unit_state(names["timer"], True, ex.run_command)[0]
+        unit_active, enabled = unit_state(names["persist"], True, ex.run_command)
+        release = []
+        if timer_active:
+            release.append(_systemctl(["stop", names["timer"]], ["start", names["timer"]]))
+        if unit_active:
+            # Its stop writes the mount back one last time (after the services that use the data stopped).
+            release.append(_systemctl(["stop", names["persist"]], ["start", names["persist"]]))
+        if item.get("action") == "unmount":
+            release.append(_step("writeback", path=path, backing=backing, token=token, helper=paths.PERSIST_HELPER))
+        middle = [_step("return", path=path, backing=backing, fstype=item.get("fstype")),
+                  _step("clear_backing", backing=backing)]
+        if enabled:
+            middle.append(_systemctl(["disable", names["persist"]]))
+        units = False
+        for kind in ("timer", "sync", "persist"):
+            units |= file_step(middle, unit_files[kind], None)
+        file_step(middle, paths.persist_conf_file(token), None)
+        for suffix in (".restored", ".lock"):
+            file_step(middle, "%s/%s%s" % (paths.PERSIST_STATE_DIR, token, suffix), None)
+        others = [name for name in _listdir(paths.PERSIST_CONF_DIR) if name.endswith(".conf") and name != token + ".conf"]
+        if not others:
+            file_step(middle, paths.PERSIST_HELPER, None)
+        if units:
+            middle.append(_step("reload"))
+        steps, pivot = build_mount(item, ex.systemd, middle)
+        return pre + release + steps + post, (None if pivot is None else pivot + len(pre) + len(release))
+
+    mount_item = item
+    if item.get("action") == "migrate" and decision.get("source") == "backing":
+        # The backing holds the data of record; the directory on disk is older. The persist unit fills the mount.
+        mount_item = dict(item, action="mount")
+    middle = []
+    create = []
+    for directory in (paths.LIBEXEC_DIR, paths.PERSIST_CONF_DIR):
+        create.extend(missing for missing in _missing(directory) if missing not in create)
+    if create:
+        middle.append(_step("mkdir", create=create))
+    if not os.path.isdir(backing):
+        # Only root reads the copies as a whole; inside, each keeps its own owners and modes.
+        middle.append(_step("mkdir", create=_missing(backing), mode="0700"))
+    file_step(middle, paths.PERSIST_HELPER, ex.persist_helper, mode=0o755, header=False)
+    file_step(middle, paths.persist_conf_file(token), conf_text(item))
+    texts = unit_texts(item)
+    changed = {}
+    for kind in ("persist", "sync", "timer"):
+        changed[kind] = file_step(middle, unit_files[kind], texts[kind])
+    if any(changed.values()):
+        middle.append(_step("reload"))
+    unit_active, enabled = unit_state(names["persist"], True, ex.run_command) if state["unit"] else (False, False)
+    timer_active = unit_state(names["timer"], True, ex.run_command)[0] if state["unit"] else False
+    if decision.get("adopt") and decision.get("source") == "ram":
+        middle.append(_step("sync", path=path, backing=backing, token=token, helper=paths.PERSIST_HELPER,
+                            before=state["names"], current=_current_target(backing) if os.path.isdir(backing) else None))
+        middle.append(_step("verify", src=path, dest=backing + "/current/.", src_name="the RAM mount",
+                            dest_name="the backing's first copy"))
+    if state["unit"] and changed["persist"]:
+        # [Install] links follow the unit's new RequiredBy=.
+        middle.append(_systemctl(["reenable", names["persist"]]))
+    elif not enabled:
+        middle.append(_systemctl(["enable", names["persist"]], ["disable", names["persist"]]))
+    restored = "%s/%s.restored" % (paths.PERSIST_STATE_DIR, token)
+    start = None
+    if decision.get("verify") == "restore" and unit_active:
+        # Still running from a mount that is gone: its stop-time sync refuses the new, empty mount, its start fills it.
+        start = ["restart", names["persist"]]
+    elif not unit_active:
+        start = ["start", names["persist"]]
+    start_i = None
+    if start:
+        start_i = len(middle)
+        args = {"argv": start, "undo": ["stop", names["persist"]], "unrestore": restored, "path": path}
+        middle.append({"step": "systemctl_start", "args": args})
+    if decision.get("verify") == "restore":
+        middle.append(_step("verify", src=backing + "/current/.", dest=path, src_name="the backing's copy",
+                            dest_name="the RAM mount restored from it"))
+    if state["unit"] and changed["timer"] and timer_active:
+        middle.append(_systemctl(["restart", names["timer"]]))
+    elif not timer_active:
+        middle.append(_systemctl(["start", names["timer"]], ["stop", names["timer"]]))
+    steps, pivot = build_mount(mount_item, ex.systemd, middle)
+    if pivot is None and start_i is not None:
+        pivot = steps.index(middle[start_i])
+    elif pivot is None and start_i is None:
+        # Nothing live changes: a failed step is undone, a killed one finished or undone by its files alone.
+        pass
+    if pivot is not None:
+        pivot += len(pre)
+    return pre + steps + post, pivot
+
+
+def _missing(directory):
+    create = []
+    current = directory
+    while current not in ("", "/") and not os.path.lexists(current):
+        create.insert(0, current)
+        current = os.path.dirname(current)
+    return create
+
+
+def _listdir(directory):
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []

@@ -1,0 +1,214 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""persist as executor steps: the transaction built for each situation, and the steps that touch the backing, on
+files in a scratch directory (the executor's test fixture). What needs systemd and mounts runs in the lab
+containers (molecule/database, molecule/vm)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ansible_collections.ramdisk.provision.plugins.module_utils import _executor as ex_mod
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_steps as ps
+from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist import conf_text, unit_texts
+
+# host is a fixture that persist_host builds on.
+from test__executor import Recorder, entry, host  # noqa: F401 # pylint: disable=unused-import
+
+HELPER = "#!/bin/sh\n# the helper\n"
+
+
+@pytest.fixture
+def persist_host(host, monkeypatch):  # noqa: F811
+    for name, value in (("PERSIST_CONF_DIR", host / "etc" / "ramdisk-provision" / "persist"),
+                        ("LIBEXEC_DIR", host / "libexec"), ("PERSIST_HELPER", host / "libexec" / "persist"),
+                        ("PERSIST_STATE_DIR", host / "run" / "persist")):
+        monkeypatch.setattr(paths, name, str(value))
+    return host
+
+
+class Systemd(Recorder):
+    """A Recorder whose systemctl show answers from UNITS: {unit: (ActiveState, UnitFileState)}."""
+
+    def __init__(self, units=None, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units or {}
+        self.persist_helper = HELPER
+
+    def _run(self, argv):
+        self.calls.append(" ".join(argv))
+        if argv[:2] == ["systemctl", "show"]:
+            active, enabled = self.units.get(argv[-1], ("inactive", "disabled"))
+            if "--value" in argv:
+                return 0, active + "\n", ""
+            return 0, "ActiveState=%s\nUnitFileState=%s\n" % (active, enabled), ""
+        return 0, "", ""
+
+
+def persisted(backing, **changes):
+    persist = {"backing": str(backing), "interval": "5min", "interval_seconds": 300, "services": ["db.service"]}
+    return entry(persist=persist, **changes)
+
+
+def names(steps):
+    return [step["step"] + ("" if step["step"] not in ("systemctl", "systemctl_start") else
+                            " " + " ".join(step["args"]["argv"][:1])) for step in steps]
+
+
+def test_a_new_persisted_mount_is_mounted_copied_to_the_backing_checked_then_started(persist_host):
+    backing = persist_host / "backing"
+    ex = Systemd(units={"db.service": ("active", "enabled")})
+    steps, pivot = ex_mod.build(persisted(backing), True, ex)
+    got = names(steps)
+    assert got[0] == "systemctl stop" and got[-1] == "systemctl start"
+    assert steps[0]["args"]["undo"] == ["start", "db.service"]
+    assert steps[pivot]["step"] == "mount"
+    # The backing's first copy is checked before persist is enabled and started, and the record comes last.
+    order = ["mount", "sync", "verify", "systemctl enable", "systemctl_start start"]
+    assert [got.index(name) for name in order] == sorted(got.index(name) for name in order)
+    assert steps[got.index("systemctl_start start")]["args"]["unrestore"].endswith(".restored")
+    assert steps[-2]["args"]["file"] == paths.record_file(persisted(backing)["token"])
+    assert [step["args"]["mode"] for step in steps if step["step"] == "mkdir" and step["args"].get("mode")] == ["0700"]
+
+
+def test_a_migrate_whose_backing_holds_the_data_is_a_plain_mount_filled_by_the_restore(persist_host):
+    backing = persist_host / "backing"
+    os.makedirs(backing / "snap-1")
+    os.symlink("snap-1", str(backing / "current"))
+    item = persisted(backing, action="migrate", migrate=True)
+    # An earlier run set persist up; the mount is gone (unmounted by hand): the backing holds the data of record.
+    with open(paths.persist_unit_files(item["token"])["persist"], "w") as handle:
+        handle.write("x\n")
+    ex = Systemd()
+    steps, pivot = ex_mod.build(item, True, ex)
+    got = names(steps)
+    assert "copy" not in got and "move" not in got and steps[pivot]["step"] == "mount"
+    assert "sync" not in got
+    restored = got.index("verify")
+    assert got.index("systemctl_start start") < restored
+    assert steps[restored]["args"]["dest"] == "/srv/a"
+
+
+def test_a_settled_persisted_mount_has_nothing_to_do(persist_host):
+    backing = persist_host / "backing"
+    os.makedirs(backing / "snap-1")
+    os.symlink("snap-1", str(backing / "current"))
+    mounted = persist_host / "data"
+    os.makedirs(mounted)
+    item = persisted(backing, action="ok", path=str(mounted))
+    token = item["token"]
+    os.makedirs(os.path.dirname(paths.PERSIST_HELPER))
+    with open(paths.PERSIST_HELPER, "w") as handle:
+        handle.write(HELPER)
+    os.makedirs(paths.PERSIST_CONF_DIR)
+    with open(paths.persist_conf_file(token), "w") as handle:
+        handle.write(ex_mod.HEADER + conf_text(item))
+    for kind, text in unit_texts(item).items():
+        with open(paths.persist_unit_files(token)[kind], "w") as handle:
+            handle.write(ex_mod.HEADER + text)
+    with open(item["files"]["record"], "w") as handle:
+        handle.write(ex_mod._record_text(item))
+    with open(paths.FSTAB, "a") as handle:
+        handle.write("tmpfs %s tmpfs size=1M,mode=755,nosuid 0 0\n" % mounted)
+    units = {"ramdisk-persist-%s.service" % token: ("active", "enabled"),
+             "ramdisk-persist-sync-%s.timer" % token: ("active", "static")}
+    item["mode"] = None  # the root as it is: nothing to set
+    steps, pivot = ex_mod.build(item, True, Systemd(units=units))
+    assert steps == [] and pivot is None
+
+
+def test_a_persisted_mount_that_goes_is_written_back_unmounted_then_returned_to_disk(persist_host, monkeypatch):
+    backing = persist_host / "backing"
+    os.makedirs(backing / "snap-1")
+    os.symlink("snap-1", str(backing / "current"))
+    item = persisted(backing, path="/srv/old", state="absent", action="unmount")
+    token = item["token"]
+    for kind in ("persist", "sync", "timer"):
+        with open(paths.persist_unit_files(token)[kind], "w") as handle:
+            handle.write("x\n")
+    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": "/srv/old", "mount_id": 42, "fstype": "tmpfs",
+                                                      "source": "tmpfs"}])
+    units = {"ramdisk-persist-%s.service" % token: ("active", "enabled"),
+             "ramdisk-persist-sync-%s.timer" % token: ("active", "static"), "db.service": ("active", "enabled")}
+    steps, pivot = ex_mod.build(item, True, Systemd(units=units))
+    got = names(steps)
+    assert got[:4] == ["systemctl stop", "systemctl stop", "systemctl stop", "writeback"]
+    assert steps[pivot]["step"] == "unmount"
+    assert got.index("unmount") < got.index("return") < got.index("clear_backing") < got.index("systemctl disable")
+    assert got[-1] == "systemctl start"
+    removed = [step["args"]["file"] for step in steps if step["step"] == "file" and step["args"]["text"] is None]
+    assert set(paths.persist_unit_files(token).values()) <= set(removed)
+
+
+def test_persist_without_systemd_is_refused_before_any_step(persist_host):
+    with pytest.raises(ex_mod.StepError, match="does not run systemd"):
+        ex_mod.build(persisted(persist_host / "backing"), False, Systemd(systemd=False))
+
+
+def test_a_backing_with_files_of_its_own_is_refused_under_the_lock(persist_host):
+    backing = persist_host / "backing"
+    os.makedirs(backing)
+    (backing / "notes.txt").write_text("mine")
+    ex = Systemd()
+    journal = Journal(str(persist_host / "journal.jsonl"))
+    with pytest.raises(ex_mod.ApplyError, match="cannot be carried out, so this run changed nothing.*notes.txt"):
+        ex_mod.apply([persisted(backing)], ex, journal, "run1")
+    assert not any(call.startswith("do ") for call in ex.calls) and not os.path.exists(journal.path)
+
+
+def test_undoing_the_first_copy_puts_the_backing_back(tmp_path):
+    backing = tmp_path / "backing"
+    os.makedirs(backing / "snap-old")
+    os.symlink("snap-old", str(backing / "current"))
+    args = {"backing": str(backing), "before": ["current", "snap-old"], "current": "snap-old"}
+    # What a sync did: a new copy, current switched to it, and one cut short.
+    os.makedirs(backing / "snap-new")
+    os.makedirs(backing / ".new-2")
+    os.unlink(str(backing / "current"))
+    os.symlink("snap-new", str(backing / "current"))
+    ps.PersistSteps().undo_sync(args, {}, True)
+    assert sorted(os.listdir(backing)) == ["current", "snap-old"] and os.readlink(str(backing / "current")) == "snap-old"
+    # A backing that had no copy before has none after.
+    args = {"backing": str(backing), "before": [], "current": None}
+    ps.PersistSteps().undo_sync(args, {}, True)
+    assert os.listdir(backing) == []
+
+
+def test_undoing_the_start_of_persist_first_takes_away_the_mark_of_its_restore(persist_host):
+    mark = persist_host / "restored"
+    mark.write_text("42 0:50\n")
+    ex = Systemd()
+    ex.undo_systemctl({"argv": ["start", "p.service"], "undo": ["stop", "p.service"], "unrestore": str(mark)}, {}, True)
+    assert not mark.exists() and ex.calls[-1] == "systemctl stop p.service"
+
+
+def test_the_copy_returns_to_disk_only_once_nothing_is_mounted_there(tmp_path, monkeypatch):
+    backing = tmp_path / "backing"
+    os.makedirs(backing / "snap-1" / "sub")
+    (backing / "snap-1" / "sub" / "f").write_text("new")
+    os.symlink("snap-1", str(backing / "current"))
+    disk = tmp_path / "disk"
+    os.makedirs(disk / "old")
+    (disk / "stale").write_text("old")
+
+    class Ex(ps.PersistSteps):
+        def _tool(self, argv, what):
+            import subprocess
+            subprocess.run(argv, check=True)
+
+        def error(self, message):
+            raise RuntimeError(message)
+
+    args = {"path": str(disk), "backing": str(backing), "fstype": "tmpfs"}
+    monkeypatch.setattr(ps, "_is_mount_point", lambda path: True)
+    with pytest.raises(RuntimeError, match="still a mount point"):
+        Ex().do_return(args)
+    assert (disk / "stale").exists()
+    monkeypatch.setattr(ps, "_is_mount_point", lambda path: False)
+    assert Ex().do_return(args)["returned"]
+    assert sorted(os.listdir(disk)) == ["sub"] and (disk / "sub" / "f").read_text() == "new"
+    Ex().do_clear_backing({"backing": str(backing)})
+    assert not backing.exists()
