@@ -68,7 +68,8 @@ hostile: setup
 
 # ramdisk_apply's transactions on this machine's own kernel, as root, each case in a private mount namespace
 # (tests/transaction/transaction.py): a run killed before each of its journal writes and during its copy, then run
-# again; 2 and 5 runs at once; a full /etc. Nothing hidden, the end state of one whole run, refusals that say why.
+# again; 2 and 5 runs at once; a full /etc; zram devices killed at every journal write, and device 3 of 4 refused.
+# Nothing hidden, the end state of one whole run, refusals that say why; every zram device a case made removed.
 .PHONY: transaction
 transaction: setup
 	bash scripts/test/transaction.sh

@@ -35,11 +35,12 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps i
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import build as build_persisted
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, tree_digest
+from ansible_collections.ramdisk.provision.plugins.module_utils import _zram_steps
 
 HEADER = "# Written by the ramdisk.provision collection: changes here are overwritten on its next run.\n"
 # Steps that act on mounts: after a reboot they have nothing left to undo or finish.
 LIVE_STEPS = ("mount", "move", "unmount", "remount", "root", "bind", "release", "copy", "systemctl_start", "sync",
-              "verify", "writeback")
+              "verify", "writeback") + _zram_steps.LIVE_STEPS
 PIVOTS = ("mount", "move", "remount", "unmount", "systemctl_start")
 MAX_LISTED = 10
 
@@ -99,8 +100,9 @@ def _fill_options(options):
     return out
 
 
-class Executor(PersistSteps):
+class Executor(_zram_steps.ZramSteps, PersistSteps):
     """Run and undo steps. RUN(argv) -> (rc, out, err); SYSTEMD: whether systemd is the service manager.
+    The zram devices' steps come from _zram_steps.ZramSteps, persist's from _persist_steps.PersistSteps.
     PERSIST_HELPER: the text of the persist helper (roles/mount/files/persist.sh), for mounts with persist."""
 
     def __init__(self, run, systemd, host, journal=None, check=False, persist_helper=None):
@@ -361,6 +363,8 @@ class Executor(PersistSteps):
     def took_effect(self, step, args, same_boot):
         if not same_boot:
             return False
+        if step["step"] in _zram_steps.PIVOTS:
+            return self.zram_took_effect(step, args, same_boot)
         mount = top_mount(args["path"])
         if step["step"] == "mount":
             return mount is not None and mount["mount_id"] != args.get("below") and mount["fstype"] == args["fstype"]
@@ -373,19 +377,8 @@ class Executor(PersistSteps):
 
 def restore_lines(text, path, old_lines):
     """TEXT with the lines for PATH replaced by OLD_LINES (raw), where the first line for PATH was (or at the end)."""
-    from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import parse
-    out = []
-    placed = False
-    for line in parse(text):
-        if line["entry"] is not None and line["entry"]["path"] == path:
-            if not placed:
-                out.extend(old_lines)
-                placed = True
-            continue
-        out.append(line["raw"])
-    if not placed:
-        out.extend(old_lines)
-    return "".join(item if item.endswith("\n") else item + "\n" for item in out)
+    from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import replace_lines
+    return replace_lines(text, lambda entry: entry["path"] == path, old_lines)
 
 
 # Transactions ----------------------------------------------------------------------------------------------
@@ -747,27 +740,36 @@ def apply(items, ex, journal, run):
     return out
 
 
-def _fail(ex, journal, txn, done, item, failed, exc):
+def back_out(ex, journal, txns):
+    """Undo TXNS in their order; then, when all went, the staging area and the journal. Returns (the paths undone,
+    sentences for what could not be)."""
     undone = []
-    left = []
     problems = []
-    for older in [txn] + list(reversed(done)):
-        path = older.what["path"]
-        if older is not txn and older.what.get("action") not in ("mount", "migrate"):
-            left.append("%s (%s, kept)" % (path, older.what.get("action")))
-            continue
+    for older in txns:
         try:
             older.back()
-            undone.append(path)
+            undone.append(older.what["path"])
         except (StepError, AtomicWriteError, OSError) as undo_exc:
             problems.append("undoing %s failed: %s; the journal keeps it, and the next run goes on undoing it"
-                            % (path, _error_text(undo_exc)))
+                            % (older.what["path"], _error_text(undo_exc)))
     if not problems:
         try:
             sweep_new_root(ex)
             journal.clear()  # every transaction of the run is closed
         except (StepError, OSError) as sweep_exc:
             problems.append("clearing the staging area failed: %s" % _error_text(sweep_exc))
+    return undone, problems
+
+
+def _fail(ex, journal, txn, done, item, failed, exc):
+    left = []
+    going = [txn]
+    for older in reversed(done):
+        if older.what.get("action") not in ("mount", "migrate"):
+            left.append("%s (%s, kept)" % (older.what["path"], older.what.get("action")))
+        else:
+            going.append(older)
+    undone, problems = back_out(ex, journal, going)
     now = ["%s %s %s" % (mount["mount_point"], mount["fstype"], mount["source"]) for mount in mountinfo()
            if mount["mount_point"] in [older.what["path"] for older in [txn] + done]]
     raise ApplyError(

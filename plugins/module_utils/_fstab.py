@@ -136,6 +136,23 @@ def remove_entry(text, path):
     return text if new_text == text else new_text
 
 
+def replace_lines(text, match, new_lines):
+    """TEXT with the entry lines for which MATCH(entry) is true replaced by NEW_LINES (raw), where the first of them
+    was, or at the end; every line ends in a newline."""
+    out = []
+    placed = False
+    for line in parse(text):
+        if line["entry"] is not None and match(line["entry"]):
+            if not placed:
+                out.extend(new_lines)
+                placed = True
+            continue
+        out.append(line["raw"])
+    if not placed:
+        out.extend(new_lines)
+    return "".join(item if item.endswith("\n") else item + "\n" for item in out)
+
+
 def same(text, src, path, fstype, options):
     """Whether TEXT has exactly one line for PATH and it holds these fields, with dump and pass 0."""
     found = lines_for(text, path)

@@ -47,6 +47,26 @@ MOUNT_UNIT_DIRS = (UNIT_DIR, "/run/systemd/system", "/usr/lib/systemd/system", "
 VENDOR_TMP_UNITS = ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount")
 
 
+# zram: the boot-time setup script and unit (units persistence), zram-generator's drop-ins (generator persistence).
+ZRAM_SETUP = "/usr/local/libexec/ramdisk-provision/zram-setup"
+ZRAM_UNIT = UNIT_DIR + "/ramdisk-zram@.service"
+# The unit's [Install] WantedBy: enabling ramdisk-zram@NAME.service makes a link here.
+ZRAM_UNIT_WANTS = UNIT_DIR + "/local-fs-pre.target.wants"
+ZRAM_GENERATOR_DIR = "/etc/systemd/zram-generator.conf.d"
+
+
+def zram_record_file(name):
+    return "%s/%s.conf" % (ZRAM_RECORD_DIR, name)
+
+
+def zram_unit_link(name):
+    return "%s/ramdisk-zram@%s.service" % (ZRAM_UNIT_WANTS, name)
+
+
+def zram_generator_dropin(name):
+    return "%s/ramdisk-provision-%s.conf" % (ZRAM_GENERATOR_DIR, name)
+
+
 def record_file(token):
     return "%s/%s.json" % (RECORD_DIR, token)
 

@@ -33,6 +33,11 @@ description:
     mount) or the mount's restore from the backing (checked), the timer, the services started again. With
     C(state=absent), the mount is written back, unmounted, and the backing's copy returned to the directory on
     disk (checked) before the copies, units and helper go.
+  - With O(zram_devices), also carries out the zram role's devices, one transaction each, after the mounts - the
+    device (C(hot_add), algorithm, size, memory limit), C(mkswap) and C(swapon), or C(mkfs) and the mount of its
+    file system (migrate included), the boot-time setup unit or zram-generator drop-in, the record and the
+    C(/etc/fstab) line. When one fails, every device this run made is turned off, reset and removed, every file
+    is put back, and the message says which devices of these entries the host holds now.
 author: ramdisk.provision maintainers (@ramdisk-provision)
 options:
   host:
@@ -45,7 +50,32 @@ options:
         backend role's plan gives them.
     type: list
     elements: dict
-    required: true
+    default: []
+  zram_devices:
+    description:
+      - The zram devices as the zram role's plan (or M(ramdisk.provision.ramdisk_plan)'s C(zram) and C(zram_swap))
+        gives them. A file system entry with persist gets only its device here; RV(zram) returns its mount, for the
+        mount role.
+    type: list
+    elements: dict
+    default: []
+  zram_known:
+    description: The device each zram entry got on earlier runs (entry name to C(zramN)), from the zram records.
+    type: dict
+    default: {}
+  zram_persistence:
+    description: How the zram devices come back at boot, C(units) or C(generator) (the zram role's variable).
+    type: str
+    choices: [units, generator]
+    default: units
+  zram_allow_swap_cycle:
+    description: The zram role's C(zram_allow_swap_cycle).
+    type: bool
+    default: true
+  zram_allow_algorithm_fallback:
+    description: The zram role's C(zram_allow_algorithm_fallback).
+    type: bool
+    default: false
   lock_timeout:
     description: Seconds to wait for another run on the host to finish before failing.
     type: int
@@ -106,6 +136,23 @@ recovered:
       boot: same
       steps_done: [0, 1, 2]
       steps: [mkdir, bind, mount, copy, release, root, move, fstab, reload, file]
+zram:
+  description: For each zram entry, its device, what was decided, and the steps this run took (or would take).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - name: swap
+      use: swap
+      state: present
+      device: zram1
+      action: create
+      reboot_required: false
+      reason: null
+      mount: null
+      steps: [zram_add, zram_set, mkswap, swapon, file, file, file, reload, systemctl, swap_fstab]
+      changed: true
+      report: "swap: /dev/zram1, swap priority 100, 72.0 MiB lz4"
 lock:
   description: How long this run waited for the host lock, and the run that left it without releasing it, if any.
   returned: when not in check mode
@@ -124,6 +171,8 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._executor import
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld, describe
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as mount_items
+from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_meminfo
+from ansible_collections.ramdisk.provision.plugins.module_utils._zram_steps import apply_zram, report_line
 
 
 def _stale(host, entries):
@@ -155,11 +204,25 @@ def _as_found_before(entries, records):
     return out
 
 
+def _mem_available():
+    try:
+        with open("/proc/meminfo") as handle:
+            meminfo = parse_meminfo(handle.read())
+    except (IOError, OSError):
+        return 0
+    return meminfo.get("MemAvailable", meminfo.get("MemFree", 0))
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             host=dict(type="str", required=True),
-            mounts=dict(type="list", elements="dict", required=True),
+            mounts=dict(type="list", elements="dict", default=[]),
+            zram_devices=dict(type="list", elements="dict", default=[]),
+            zram_known=dict(type="dict", default={}),
+            zram_persistence=dict(type="str", choices=["units", "generator"], default="units"),
+            zram_allow_swap_cycle=dict(type="bool", default=True),
+            zram_allow_algorithm_fallback=dict(type="bool", default=False),
             lock_timeout=dict(type="int", default=300),
             run_id=dict(type="str"),
             persist_helper=dict(type="str"),
@@ -181,17 +244,26 @@ def main():
     executor = Executor(run_command, systemd, host, check=module.check_mode,
                         persist_helper=module.params["persist_helper"])
     journal = Journal(paths.JOURNAL)
+    zram_settings = {"known": module.params["zram_known"], "persistence": module.params["zram_persistence"],
+                     "allow_swap_cycle": module.params["zram_allow_swap_cycle"],
+                     "allow_algorithm_fallback": module.params["zram_allow_algorithm_fallback"],
+                     "vendor_tmp": vendor_tmp, "mem_available_bytes": _mem_available()}
+
+    def zram_out(found):
+        return [dict(info, report=report_line(info, systemd)) for info in found]
+
     if module.check_mode:
         try:
             records = planned_records(journal.read())
             recovered = recover(executor, journal)
             done = apply(mount_items(_as_found_before(entries, records), vendor_tmp, systemd), executor, journal, run)
-        except JournalError as exc:
+            zram = apply_zram(module.params["zram_devices"], executor, journal, run, zram_settings)
+        except (JournalError, StepError) as exc:
             module.fail_json(msg="Host %s: %s" % (host, exc))
         for warning in executor.warnings:
             module.warn(warning)
-        module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done), mounts=done,
-                         recovered=recovered)
+        module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done + zram), mounts=done,
+                         zram=zram_out(zram), recovered=recovered)
 
     client = (os.environ.get("SSH_CLIENT") or "").split()
     lock = HostLock(holder={"run": run, "controller": client[0] if client else "local connection",
@@ -214,6 +286,7 @@ def main():
                                     if taken.get("waited_for") else ""),
                              recovered=recovered)
         done = apply(items, executor, journal, run)
+        zram = apply_zram(module.params["zram_devices"], executor, journal, run, zram_settings)
     except (ApplyError, JournalError) as exc:
         module.fail_json(msg=str(exc) if isinstance(exc, ApplyError) else "Host %s: %s" % (host, exc))
     except StepError as exc:
@@ -223,9 +296,9 @@ def main():
         lock.release()
     for warning in executor.warnings:
         module.warn(warning)
-    module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done), mounts=done,
-                     recovered=recovered, lock={"waited": round(taken.get("waited") or 0, 1),
-                                                "stale": taken.get("stale")})
+    module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done + zram), mounts=done,
+                     zram=zram_out(zram), recovered=recovered,
+                     lock={"waited": round(taken.get("waited") or 0, 1), "stale": taken.get("stale")})
 
 
 if __name__ == "__main__":

@@ -27,9 +27,16 @@ and ramfs entries, both as Ansible runs a module (a Python process reading its a
   naming the kernel, and nothing is mounted.
 - odd paths: mount points with a space, '#', a backslash, quotes, '%', '$' and a letter beyond ASCII are applied
   (findmnt reads the escaped /etc/fstab lines back), a second run changes nothing, state absent removes them.
+- zram, one case at a time (the kernel's devices are global): a run as the zram role does it (ramdisk_apply
+  finishing or undoing what a dead run left, ramdisk_facts and the zram plan, then ramdisk_apply with the devices)
+  of a swap device and of a migrated file system, killed just before each journal write N. Right after the kill
+  every new device of ours is one the journal or a record names, and a mount over the directory holds all of it;
+  the next run succeeds and leaves what an uninterrupted run leaves (device size and algorithm, swap priority,
+  mount, root, tree, fstab, records; device numbers aside). Then a run whose device 3 of 4 the kernel refuses:
+  it fails, and no device, swap, mount, fstab line or record of it is left. Each case removes every device it made.
 
 Usage: transaction.py --work DIR [--keep DIR] [--jobs N] [--tries N]
-[--only kill,cp-kill,concurrency,full-disk,odd-paths,limits].
+       [--only kill,cp-kill,concurrency,full-disk,odd-paths,limits,zram].
 Prints a table per part and exits 1 when a property failed, 2 when the test could not run; each failed case's
 log and result go to --keep (build/transaction).
 """
@@ -334,7 +341,8 @@ def enter(work, etc_on_tmpfs=False):
         # Then just big enough for what is in it, and a little room for the fixture's owner and group.
         info = os.statvfs("/etc")
         sh("mount", "-o", "remount,size=%dk" % ((info.f_blocks - info.f_bfree) * info.f_frsize // 1024 + 64), "/etc")
-    for directory in ("/etc", "/var/lib", "/run") if not etc_on_tmpfs else ("/var/lib", "/run"):
+    overlays = ("/etc", "/var/lib", "/run", "/usr/local") if not etc_on_tmpfs else ("/var/lib", "/run", "/usr/local")
+    for directory in [name for name in overlays if os.path.isdir(name)]:
         name = directory.strip("/").replace("/", "-")
         upper, scratch = os.path.join(mem, name, "upper"), os.path.join(mem, name, "work")
         os.makedirs(upper)
@@ -374,7 +382,9 @@ def outcome(done):
     result = done["result"] or {}
     return {"ok": done["ok"], "killed": done["killed"], "msg": done["msg"][:600],
             # ramdisk_plan recovers first; ramdisk_apply again, for a run that died after this one's plan.
-            "recovered": ["%s: %s %s" % (who, os.path.basename(r.get("path") or "?"), r.get("way"))
+            # A zram transaction's path is "zram_devices entry 'NAME' (/dev/zramN)": NAME.
+            "recovered": ["%s: %s %s" % (who, (r.get("path") or "?").split("'")[1] if "entry '" in (r.get("path") or "")
+                                         else os.path.basename(r.get("path") or "?"), r.get("way"))
                           for who, found in (("plan", done.get("plan_recovered")), ("apply", result.get("recovered")))
                           for r in found or []],
             "changed": result.get("changed")}
@@ -565,6 +575,258 @@ def case_full_disk(spec, runner):
     return out
 
 
+# zram (the kernel's devices and swaps are global: every case removes what it made) ----------------------------
+
+ZDATA = TOP + "/zdata"
+ZRAM_POLICIES = {
+    "zram-swap": [{"name": "txswap", "use": "swap", "size": "32M", "algorithm": "lz4", "priority": 7}],
+    "zram-fs": [{"name": "txfs", "use": "filesystem", "size": "48M", "algorithm": "lzo", "path": ZDATA,
+                 "owner": OWNER[0], "group": GROUP[0], "mode": "0750", "migrate": True, "options": ["nofail"]}],
+    # Device 3 of 4 asks for a size the kernel refuses (0 bytes, past the plan): the run fails at its zram_set.
+    "zram-fail": [{"name": "txa", "use": "swap", "size": "16M", "priority": 5},
+                  {"name": "txb", "use": "filesystem", "size": "32M", "path": TOP + "/zb"},
+                  {"name": "txc", "use": "swap", "size": "16M", "priority": 5, "size_bytes": 0},
+                  {"name": "txd", "use": "swap", "size": "16M", "priority": 5}],
+}
+ZRAM_FIXTURE = 120
+
+
+def zram_names():
+    return sorted((name for name in os.listdir("/sys/block") if name.startswith("zram")), key=lambda n: int(n[4:]))
+
+
+def zram_swaps():
+    """{zramN: priority} of the swaps on zram devices (a swap turned on from another root shows as /zramN)."""
+    out = {}
+    with open("/proc/swaps", encoding="utf-8") as handle:
+        for line in handle.read().splitlines()[1:]:
+            fields = line.split()
+            name = fields[0].rsplit("/", 1)[-1]
+            if name.startswith("zram"):
+                out[name] = int(fields[4])
+    return out
+
+
+def zram_records():
+    out = {}
+    directory = paths.ZRAM_RECORD_DIR
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+        with open(os.path.join(directory, name), encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("DEVICE="):
+                    out[name[:-5]] = line[7:].strip()
+    return out
+
+
+def journal_devices():
+    """The zram devices the journal's transactions name (planned before hot_add, so named even when killed)."""
+    out = set()
+    for line in Journal(paths.JOURNAL).read():
+        for step in (line.get("what") or {}).get("steps") or []:
+            device = (step.get("args") or {}).get("device")
+            if device:
+                out.add(device)
+    return out
+
+
+def zram_plan(runner, policy):
+    """What the zram role's preflight decides: ramdisk_facts, then the zram_plan filter's function, and the records."""
+    from ansible_collections.ramdisk.provision.plugins.module_utils._zram_plan import plan_zram
+    devices = [dict(entry) for entry in ZRAM_POLICIES[policy]]
+    done = runner._finish(runner._start("ramdisk_facts", {"paths": [e["path"] for e in devices if "path" in e],
+                                                          "scan_timeout": 5}, None))
+    facts = ((done["result"] or {}).get("ansible_facts") or {}).get("ramdisk")
+    if not facts:
+        raise CaseError("ramdisk_facts failed: %s" % done)
+    forced = {e["name"]: e.pop("size_bytes") for e in devices if "size_bytes" in e}
+    plan = plan_zram(devices, facts, host="transaction-test")
+    if plan["errors"]:
+        raise CaseError("the zram plan refused the policy: %s" % plan["errors"])
+    for device in plan["devices"]:
+        if device["name"] in forced:
+            device["size_bytes"] = forced[device["name"]]
+    return plan["devices"]
+
+
+def zram_run(runner, policy, kill_at=None):
+    """One run as the zram role does it: finish or undo what a dead run left, plan, then apply."""
+    first = runner._finish(runner._start("ramdisk_apply", {"host": "transaction-test"}, None))
+    if first["rc"] != 0:
+        raise CaseError("the recovering run failed: %s" % ((first["result"] or {}).get("msg") or first))
+    devices = zram_plan(runner, policy)
+    done = runner._finish(runner._start("ramdisk_apply", {
+        "host": "transaction-test", "zram_devices": devices, "zram_known": zram_records()},
+        {KILL_ENV: str(kill_at)} if kill_at else None))
+    result = done["result"] or {}
+    done["ok"] = done["rc"] == 0 and bool(done["result"]) and not result.get("failed")
+    done["msg"] = result.get("msg") or ""
+    done["plan_recovered"] = (first["result"] or {}).get("recovered") or []
+    return done
+
+
+def zram_ours(before):
+    """The devices of this case (named by a record or the journal, new since it began), and the new ones nothing
+    names that could be ours: empty (a hot_add) or of a size the policies ask. Others on this shared kernel make
+    devices of their own now and then; those are left alone and not counted."""
+    named = set(zram_records().values()) | journal_devices()
+    sizes = {0} | {int(entry["size"][:-1]) << 20 for entries in ZRAM_POLICIES.values() for entry in entries}
+    ours, unaccounted = [], []
+    for name in zram_names():
+        if name in before:
+            continue
+        if name in named:
+            ours.append(name)
+            continue
+        try:
+            with open("/sys/block/%s/disksize" % name, encoding="ascii") as handle:
+                size = int(handle.read())
+        except (OSError, ValueError):
+            continue  # gone already: not ours
+        if size in sizes:
+            unaccounted.append(name)
+    return ours, unaccounted
+
+
+def zram_clean(before):
+    """Take away what the case made: unmount, swapoff, reset and remove each device a record or the journal names
+    and that was not there before the case. Returns the devices removed and the problems."""
+    named = (set(zram_records().values()) | journal_devices()) - set(before)
+    removed, problems = [], []
+    for name in sorted(named, key=lambda n: int(n[4:])):
+        if not os.path.exists("/sys/block/" + name):
+            continue
+        for mount in reversed(mounts()):
+            if mount["source"] == "/dev/" + name:
+                subprocess.run(["umount", "-l", mount["mount_point"]], check=False)
+        if name in zram_swaps():
+            subprocess.run(["swapoff", "/dev/" + name], check=False)
+        try:
+            for attr, value in (("/sys/block/%s/reset" % name, "1"), ("/sys/class/zram-control/hot_remove", name[4:])):
+                for _try in range(20):
+                    try:
+                        with open(attr, "w", encoding="ascii") as handle:
+                            handle.write(value)
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+                else:
+                    raise OSError("%s refused %s" % (attr, value))
+            removed.append(name)
+        except OSError as exc:
+            problems.append("could not remove %s, which this case made: %s" % (name, exc))
+    return removed, problems
+
+
+def zram_state(policy):
+    """What a zram run leaves, with device numbers as X (a case's devices get whatever numbers are free)."""
+    import re
+    records = zram_records()
+    state = {"devices": {}, "swaps": {}, "mounts": {}, "roots": {}, "trees": {}}
+    for entry, device in sorted(records.items()):
+        base = "/sys/block/%s/" % device
+        if not os.path.exists(base):
+            state["devices"][entry] = None
+            continue
+        with open(base + "disksize", encoding="ascii") as handle:
+            size = int(handle.read())
+        with open(base + "comp_algorithm", encoding="ascii") as handle:
+            algorithm = [word[1:-1] for word in handle.read().split() if word.startswith("[")]
+        state["devices"][entry] = {"disksize": size, "algorithm": algorithm}
+        state["swaps"][entry] = zram_swaps().get(device)
+    for entry in ZRAM_POLICIES[policy]:
+        path = entry.get("path")
+        if not path:
+            continue
+        state["mounts"][path] = [dict(fstype=m["fstype"], source=re.sub(r"zram\d+", "zramX", m["source"]))
+                                 for m in mounts() if m["mount_point"] == path]
+        info = os.stat(path) if os.path.isdir(path) else None
+        state["roots"][path] = "%o %d:%d" % (info.st_mode & 0o7777, info.st_uid, info.st_gid) if info else None
+        if info and state["mounts"][path]:
+            digests, problems = tree_digest(path)
+            digests.pop("lost+found", None)
+            state["trees"][path] = [digest_hash(without_root_mtime(digests)), problems]
+    with open(paths.FSTAB, encoding="utf-8") as handle:
+        state["fstab"] = re.sub(r"zram\d+", "zramX", handle.read())
+    state["records"] = {}
+    for here, _dirs, names in os.walk(paths.ETC_DIR):
+        for name in names:
+            with open(os.path.join(here, name), encoding="utf-8") as handle:
+                state["records"][os.path.join(here, name)] = re.sub(r"zram\d+", "zramX", handle.read())
+    state["journal"] = os.path.exists(paths.JOURNAL)
+    state["staging_mounts"] = [m["mount_point"] for m in mounts() if m["mount_point"].startswith(paths.RUN_DIR + "/")]
+    return state
+
+
+def zram_case(spec, runner):
+    """The zram cases: reference (one whole run), kill (killed before journal write N, then the next run) and fail
+    (device 3 of 4 refused by the kernel: everything the run made undone). Every device made is removed at the end."""
+    before = zram_names()
+    out = {"problems": []}
+    fixture = make_fixture(ZDATA, ZRAM_FIXTURE) if spec["policy"] == "zram-fs" else None
+    fstab_before = open(paths.FSTAB, encoding="utf-8").read()
+    try:
+        if spec["case"] == "zram-fail":
+            done = zram_run(runner, spec["policy"])
+            out["run"] = outcome(done)
+            new, unaccounted = zram_ours(before)
+            if done["ok"]:
+                out["problems"].append("the run with device 3 refused succeeded")
+            if new or unaccounted:
+                out["problems"].append("devices left after the failed run: %s" % (new + unaccounted))
+            if set(zram_swaps()) - set(before):
+                out["problems"].append("swaps left on: %s" % sorted(set(zram_swaps()) - set(before)))
+            if open(paths.FSTAB, encoding="utf-8").read() != fstab_before:
+                out["problems"].append("/etc/fstab changed")
+            if zram_records():
+                out["problems"].append("records left: %s" % zram_records())
+            if any(m["mount_point"] == TOP + "/zb" for m in mounts()):
+                out["problems"].append("%s is still mounted" % (TOP + "/zb"))
+            out["state"] = zram_state(spec["policy"])
+            return out
+        first = zram_run(runner, spec["policy"], kill_at=spec.get("n"))
+        out["first"] = outcome(first)
+        if spec.get("n") and first["killed"]:
+            new, unaccounted = zram_ours(before)
+            lines = Journal(paths.JOURNAL).read()
+            # A zram transaction's path names its entry and device: "zram_devices entry 'x' (/dev/zramN)".
+            whats = {(line.get("run"), line.get("txn")): dict(line.get("what") or {}, path=(line.get("what") or {}).get(
+                "zram")) for line in lines if line.get("t") == "txn"}
+            out["hidden"] = {"new_devices": len(new), "killed_after": describe_line(lines[-1] if lines else None, whats)}
+            if unaccounted:
+                out["problems"].append("right after the kill, zram devices no record or journal names: %s" % unaccounted)
+            if fixture is not None and mounts_at(ZDATA):
+                # A mount over the directory right after the kill is the dead run's, past its move, holding it all.
+                if not any((line.get("what") or {}).get("zram") == "txfs" for line in lines if line.get("t") == "txn"):
+                    out["problems"].append("%s is covered by a mount that no journal names" % ZDATA)
+                # Its root has the entry's owner and mode, not the directory's: only what is in it is compared.
+                mounted, mounted_problems = tree_digest(ZDATA)
+                inside = dict((rel, digest) for rel, digest in fixture.items() if rel != ".")
+                mounted = dict((rel, digest) for rel, digest in mounted.items() if rel != ".")
+                out["problems"] += ["what covers %s after the kill: %s" % (ZDATA, p) for p in mounted_problems
+                                    + compare_trees(inside, mounted, "fixture", "mount", b_fs_root=True)]
+            second = zram_run(runner, spec["policy"])
+            out["second"] = outcome(second)
+            if not second["ok"]:
+                out["problems"].append("the next run failed: %s" % second["msg"])
+        elif not first["ok"]:
+            raise CaseError("the run%s failed: %s" % (" with %s=%s" % (KILL_ENV, spec["n"]) if spec.get("n") else "",
+                                                      first["msg"] or first))
+        new, unaccounted = zram_ours(before)
+        if unaccounted:
+            out["problems"].append("zram devices made and not recorded: %s" % unaccounted)
+        if len(new) != len(ZRAM_POLICIES[spec["policy"]]):
+            out["problems"].append("%d new zram devices, not %d: %s" % (len(new), len(ZRAM_POLICIES[spec["policy"]]), new))
+        if fixture is not None:
+            disk, disk_problems = disk_digest(runner.work, ZDATA)
+            out["problems"] += ["the disk copy of %s: %s" % (ZDATA, s) for s in disk_problems + compare_trees(
+                fixture, disk, "fixture", "disk copy", root_mtime=True)]
+        out["state"] = zram_state(spec["policy"])
+        return out
+    finally:
+        out["removed"], problems = zram_clean(before)
+        out["problems"] += problems
+
+
 def case_odd_paths(spec, runner):
     """Paths with a space, '#', a backslash, quotes, '%', '$' and a letter beyond ASCII: applied (the migrate's data
     copied in), read back from /etc/fstab by findmnt, a second run changes nothing, state absent takes them away."""
@@ -722,7 +984,8 @@ def case_limits(spec, runner):
 
 
 CASES = {"reference": case_reference, "kill": case_kill, "cp-kill": case_cp_kill, "concurrency": case_concurrency,
-         "full-disk": case_full_disk, "odd-paths": case_odd_paths, "limits": case_limits}
+         "full-disk": case_full_disk, "odd-paths": case_odd_paths, "limits": case_limits, "zram-reference": zram_case,
+         "zram-kill": zram_case, "zram-fail": zram_case}
 
 
 def inside(spec):
@@ -883,6 +1146,71 @@ def report_cp_kill(result, reference):
     return found
 
 
+def run_zram(driver):
+    """The zram cases, one at a time (the devices are the kernel's: a case counts the ones it made by what is new):
+    per policy a reference run, then a run killed before each journal write N until one is not killed; then the
+    failing run. {name: result}, and {policy: the first N that was not killed}."""
+    results, ends = {}, {}
+    for policy in ("zram-swap", "zram-fs"):
+        results["zram-reference-" + policy] = driver.case({"name": "zram-reference-" + policy, "case": "zram-reference",
+                                                           "policy": policy})
+        for n in range(1, MAX_KILL_AT + 1):
+            name = "zram-kill-%s-%d" % (policy, n)
+            result = results[name] = driver.case({"name": name, "case": "zram-kill", "policy": policy, "n": n})
+            if result.get("error") or not result["first"]["killed"]:
+                ends[policy] = n
+                break
+    results["zram-fail"] = driver.case({"name": "zram-fail", "case": "zram-fail", "policy": "zram-fail"})
+    return results, ends
+
+
+def report_zram(results, ends):
+    problems = []
+    total = 0
+    for policy in ("zram-swap", "zram-fs"):
+        reference = results["zram-reference-" + policy]
+        if reference.get("error") or reference.get("problems"):
+            problems.append("%s: the reference run failed: %s" % (policy, reference.get("error") or reference["problems"]))
+            continue
+        end = ends.get(policy)
+        if end is None:
+            problems.append("%s: no run with %s=N (N up to %d) finished" % (policy, KILL_ENV, MAX_KILL_AT))
+            continue
+        total += end - 1
+        entries = ", ".join("%s %s" % (entry["name"], entry["use"]) for entry in ZRAM_POLICIES[policy])
+        print("\nzram kill points, %s (%s): a run killed just before its journal write N, then the next run. %d "
+              "journal writes in an uninterrupted run." % (policy, entries, end - 1))
+        print("%4s  %-34s %-8s %-40s %-7s %s" % ("N", "killed after (journal)", "devices", "the next run recovered",
+                                                 "2nd run", "verdict"))
+        for n in range(1, end + 1):
+            result = results["zram-kill-%s-%d" % (policy, n)]
+            found = ["zram kill point %s %d: %s" % (policy, n, p) for p in (
+                [result["error"]] if result.get("error") else (result.get("problems") or []) + [
+                    "end state differs: %s" % d for d in state_diff(reference["state"], result["state"])])]
+            problems += found
+            if result.get("error"):
+                print("%4d  ERROR %s" % (n, result["error"][:200]))
+            elif n == end:
+                print("%4d  %-34s %-8s %-40s %-7s %s" % (n, "(not killed: the whole run)", "-", "-", "-",
+                                                         "pass" if not found else "FAIL"))
+            else:
+                print("%4d  %-34s %-8s %-40s %-7s %s" % (
+                    n, result["hidden"]["killed_after"][:34], result["hidden"]["new_devices"],
+                    (", ".join(result["second"]["recovered"]) or "nothing")[:40],
+                    "ok" if result["second"]["ok"] else "FAILED", "pass" if not found else "FAIL"))
+    fail = results["zram-fail"]
+    if fail.get("error"):
+        problems.append("zram device 3 of 4 refused: %s" % fail["error"])
+    else:
+        print("\nzram, device 3 of 4 refused by the kernel: the run %s: %s\nDevices it made, all removed again: %s; "
+              "problems: %s" % ("failed" if not fail["run"]["ok"] else "SUCCEEDED", fail["run"]["msg"][:900],
+                                "yes" if not fail["problems"] else "no", fail["problems"] or "none"))
+        problems += ["zram device 3 of 4 refused: %s" % p for p in fail["problems"]]
+    removed = sum(len(result.get("removed") or []) for result in results.values())
+    print("\nzram: %d kill points; %d zram devices made by the cases, every one removed again." % (total, removed))
+    return problems, total
+
+
 def concurrency_specs(tries):
     # The 5-run tries first: they take longest. Half the tries give up at once when the lock is taken, half wait.
     return [{"name": "concurrent-%dx-%d" % (runs, attempt), "case": "concurrency", "policy": "data", "runs": runs,
@@ -968,7 +1296,7 @@ def main():
     parser.add_argument("--keep", default=os.path.join(REPO, "build", "transaction"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--tries", type=int, default=20)
-    parser.add_argument("--only", default="kill,cp-kill,concurrency,full-disk,odd-paths,limits")
+    parser.add_argument("--only", default="kill,cp-kill,concurrency,full-disk,odd-paths,limits,zram")
     args = parser.parse_args()
     if args.inside:
         inside(json.loads(args.inside))
@@ -980,6 +1308,8 @@ def main():
     references = [{"name": "reference-big", "case": "reference", "policy": "data", "fixture": "big"},
                   {"name": "reference-both", "case": "reference", "policy": "both", "fixture": "small"},
                   {"name": "reference-data", "case": "reference", "policy": "data", "fixture": "small"}]
+    if not set(only) & {"kill", "cp-kill", "concurrency", "full-disk"}:
+        references = []
     front = references + [spec for spec in ({"name": "cp-kill", "case": "cp-kill", "policy": "data"},
                                             {"name": "full-disk", "case": "full-disk", "policy": "both"},
                                             {"name": "odd-paths", "case": "odd-paths", "policy": "odd"},
@@ -1010,11 +1340,17 @@ def main():
         problems += report_odd_paths(results["odd-paths"])
     if "limits" in only:
         problems += report_limits(results["limits"])
+    zram_points = 0
+    if "zram" in only:
+        zram_results, ends = run_zram(driver)
+        found, zram_points = report_zram(zram_results, ends)
+        problems += found
+        results.update(zram_results)
     print()
     for problem in problems:
         print("FAIL: %s" % problem)
-    print("transaction: %d cases, %s kill points; %s; %.0f s of which the cases %s s"
-          % (len(results), queue.end - 1 if queue.end else "no", "%d problems" % len(problems) if problems
+    print("transaction: %d cases, %s kill points and %d of zram; %s; %.0f s of which the cases %s s"
+          % (len(results), queue.end - 1 if queue.end else "no", zram_points, "%d problems" % len(problems) if problems
              else "all properties held", time.monotonic() - began,
              round(sum(result["seconds"] for result in results.values()))))
     return 1 if problems else 0

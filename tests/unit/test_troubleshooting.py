@@ -11,8 +11,9 @@ The messages are found by reading the code, not by running it:
 - roles/*/tasks: ``ansible.builtin.fail`` ``msg`` and ``ansible.builtin.assert`` ``fail_msg``, including
   the sentences a task builds in its ``vars`` with ``out.append(...)`` in Jinja, and the value of every
   ``set_fact`` key ending in ``_errors`` (with the task vars it names): a later assert prints those;
-- roles/*/templates/*.j2 and roles/*/files/*.sh: ``die "..."`` and ``echo "..." >&2`` in the scripts the roles install, which
-  print at boot or on the sync timer (shell expansions such as ``$MOUNT`` are filled in at run time).
+- roles/*/templates/*.j2, roles/*/files/*.sh and module_utils/_zram_steps.py: ``die "..."`` and ``echo "..." >&2``
+  in the scripts the roles install, which print at boot or on the sync timer (shell expansions such as ``$MOUNT``
+  are filled in at run time).
 
 Each message is keyed by its distinctive phrase: the longest piece of literal text between the parts
 filled in at run time (host, variable, value) in its first sentence, which states the problem (the
@@ -259,8 +260,10 @@ def collect(root=REPO_ROOT):
                 yield "%s (%s) %s" % (os.path.relpath(path, root), name, kind), pieces
 
     def template_files():
+        # The zram boot script is installed by the executor, which holds its text (module_utils/_zram_steps.py).
         for path in sorted(glob.glob(os.path.join(root, "roles", "*", "templates", "*.j2"))
-                           + glob.glob(os.path.join(root, "roles", "*", "files", "*.sh"))):
+                           + glob.glob(os.path.join(root, "roles", "*", "files", "*.sh"))) + [
+                os.path.join(root, "plugins", "module_utils", "_zram_steps.py")]:
             for line, kind, pieces in template_messages(path):
                 yield "%s:%d %s" % (os.path.relpath(path, root), line, kind), pieces
 
@@ -288,7 +291,7 @@ def test_messages_are_found():
     wheres = " ".join(where for places in PHRASES.values() for where in places)
     for kind in ("error()", "errors.append()", "fail_json()", "raise SizeError", "fail msg", "assert fail_msg",
                  "unavailable_reason()",
-                 "persist.sh", "zram-setup.j2", " die", " echo >&2"):
+                 "persist.sh", "_zram_steps.py", " die", " echo >&2"):
         assert kind in wheres, "no message of kind %s found: the scan is broken" % kind
     assert "a system path that must not be hidden under a RAM-backed mount" in PHRASES
     assert "is not a mount point: refusing to touch the directory under it" in PHRASES
