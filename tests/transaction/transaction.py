@@ -867,6 +867,7 @@ def case_odd_paths(spec, runner):
     left = [path for path in ODD_PATHS if mounts_at(path)]
     if not gone["ok"] or left or "/srv/tx" in fstab:
         out["problems"].append("state absent left mounts %s or fstab lines (%s): %s" % (left, fstab[-300:], gone["msg"]))
+    return out
 
 
 XATTRS = TOP + "/xattrs"
@@ -1030,6 +1031,8 @@ class Driver(object):
             with open(os.path.join(work, "log"), encoding="utf-8", errors="replace") as handle:
                 result = {"error": "the case ended (exit %s) without a result: %s" % (proc.returncode,
                                                                                       handle.read()[-1500:])}
+        if not isinstance(result, dict):
+            result = {"error": "the case gave no result (%r): a bug of the test" % (result,)}
         result["seconds"] = round(time.monotonic() - began, 1)
         if result.get("error") or result.get("problems"):
             kept = os.path.join(self.keep, name)
