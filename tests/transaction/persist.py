@@ -28,9 +28,9 @@ tmpfs entries and the text of roles/mount/files/persist.sh, each a module proces
   changed data. The next run must leave what one uninterrupted removal leaves (the changed data in the directory on
   disk, no mount, no backing, no units, conf, helper, record or fstab line, the service running).
 
-Usage: persist.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--only adopt,remove]. Prints a table per
-part and exits 1 when a property failed, 2 when the test could not run; each failed case's log and result go to
---keep (build/transaction-persist).
+Usage: persist.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--tag TAG] [--only adopt,remove]
+(containers are named txpersist-TAG-*). Prints a table per kind and exits 1 when a property failed, 2 when the test
+could not run; each failed case's log and result go to --keep (build/transaction-persist).
 """
 
 from __future__ import annotations
