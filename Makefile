@@ -74,6 +74,13 @@ hostile: setup
 transaction: setup
 	bash scripts/test/transaction.sh
 
+# The kill points of a persisted mount's adoption and removal (tests/transaction/persist.py): persist needs systemd,
+# so each case runs in a fresh systemd container of the lab's Debian 12 image (txpersist-*). A run killed before each
+# of its journal writes, then run again: no data hidden or lost, the disk copy untouched, the end state of one run.
+.PHONY: transaction-persist
+transaction-persist: setup
+	bash scripts/test/transaction_persist.sh
+
 # ansible-test sanity on each supported ansible-core (requirements/sanity-core-*.txt), one venv each; 2.20 and
 # later on Debian 13's Python 3.13, in the controller container (scripts/test/controller.sh).
 sanity: setup

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import fsync_dir
@@ -130,6 +131,11 @@ class PersistSteps(object):
             os.makedirs(path, 0o755)
         for name in os.listdir(path):
             _remove(os.path.join(path, name))
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        if mode & stat.S_ISGID:
+            # A setgid directory passes the bit to every directory made in it, and cp -a keeps it there; the root's
+            # own mode comes back last, with cp's copy of the backing copy's root.
+            os.chmod(path, mode & ~stat.S_ISGID)
         self._tool(["cp", "-a", "--no-target-directory", current, path],
                    "Returning the backing's copy of %s to the directory on disk" % path)
         entries, mismatches = self._compare(current, path, "the backing's copy", "the directory on disk")

@@ -124,6 +124,10 @@ def role_vars():
 class Runner(object):
     """Runs the modules as Ansible does, in the case's namespace; argument files go to WORK."""
 
+    # The Python that runs the modules, and where it finds ansible and the collection (persist.py's container).
+    python = PYTHON
+    pythonpath = COLLECTIONS
+
     def __init__(self, work):
         self.work = work
         self.purposes, self.defaults = role_vars()
@@ -136,10 +140,10 @@ class Runner(object):
             args_file = os.path.join(self.work, "args-%d.json" % self.count)
         with open(args_file, "w", encoding="utf-8") as handle:
             json.dump({"ANSIBLE_MODULE_ARGS": args}, handle)
-        full_env = dict(os.environ, PYTHONPATH=COLLECTIONS, LC_ALL="C")
+        full_env = dict(os.environ, PYTHONPATH=self.pythonpath, LC_ALL="C")
         full_env.pop(KILL_ENV, None)
         full_env.update(env or {})
-        return subprocess.Popen([PYTHON, "-m", MODULES + name, args_file], stdout=subprocess.PIPE,
+        return subprocess.Popen([self.python, "-m", MODULES + name, args_file], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=full_env, start_new_session=True)
 
     @staticmethod
@@ -1076,7 +1080,7 @@ class Queue(object):
                 return {"name": "kill-%d" % (self.next - 1), "case": "kill", "policy": "both", "n": self.next - 1}
             return self.back.pop(0) if self.back else None
 
-    def finished_at(self, n):
+    def finished_at(self, n, _kind=None):
         with self.lock:
             self.end = n if self.end is None else min(self.end, n)
 
@@ -1093,7 +1097,7 @@ def run_all(driver, queue, jobs):
             result = driver.case(spec)
             results[spec["name"]] = result
             if spec["case"] == "kill" and not result.get("error") and not result["first"]["killed"]:
-                queue.finished_at(spec["n"])
+                queue.finished_at(spec["n"], spec.get("kind"))
 
     threads = [threading.Thread(target=worker, daemon=True) for _number in range(jobs)]
     for thread in threads:

@@ -111,6 +111,8 @@ restore() {
     say "$MOUNT holds data, newer than the backing: kept as it is"
   elif [ -d "$BACKING/current/" ]; then
     : >"$partial"
+    # A setgid root passes the bit to every directory cp makes in it; cp -a sets the root's own mode last.
+    chmod g-s "$MOUNT"
     cp -a --no-target-directory "$BACKING/current/." "$MOUNT" || die "copying $BACKING/current into $MOUNT failed"
     rm -f "$partial"
     say "restored $MOUNT from $BACKING/$(readlink "$BACKING/current")"

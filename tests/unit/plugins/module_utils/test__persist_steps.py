@@ -212,3 +212,29 @@ def test_the_copy_returns_to_disk_only_once_nothing_is_mounted_there(tmp_path, m
     assert sorted(os.listdir(disk)) == ["sub"] and (disk / "sub" / "f").read_text() == "new"
     Ex().do_clear_backing({"backing": str(backing)})
     assert not backing.exists()
+
+
+def test_the_copy_returns_into_a_setgid_directory_with_the_modes_of_the_copy(tmp_path, monkeypatch):
+    # The disk directory of a mount with mode 2750: without care, every directory cp makes in it inherits the bit.
+    backing = tmp_path / "backing"
+    os.makedirs(backing / "snap-1" / "sub" / "deeper")
+    for directory, mode in ((backing / "snap-1" / "sub" / "deeper", 0o750), (backing / "snap-1" / "sub", 0o750),
+                            (backing / "snap-1", 0o2750)):
+        os.chmod(directory, mode)
+    os.symlink("snap-1", str(backing / "current"))
+    disk = tmp_path / "disk"
+    os.makedirs(disk)
+    os.chmod(disk, 0o2750)
+
+    class Ex(ps.PersistSteps):
+        def _tool(self, argv, what):
+            import subprocess
+            subprocess.run(argv, check=True)
+
+        def error(self, message):
+            raise RuntimeError(message)
+
+    monkeypatch.setattr(ps, "_is_mount_point", lambda path: False)
+    assert Ex().do_return({"path": str(disk), "backing": str(backing), "fstype": "tmpfs"})["returned"]
+    assert [oct(os.stat(path).st_mode & 0o7777) for path in (disk, disk / "sub", disk / "sub" / "deeper")] == \
+        ["0o2750", "0o750", "0o750"]

@@ -126,6 +126,20 @@ def test_restore_fills_an_empty_mount(helper):
     assert not (helper.mount / ".ramdisk-persist-partial").exists()
 
 
+def test_restore_into_a_setgid_root_keeps_the_modes_of_the_copy(helper):
+    # A mount made with mode=2750: every directory cp makes in it would inherit the bit, which the copy lacks.
+    fill(helper.mount, {"d/deeper/f": "1"})
+    for path, mode in ((helper.mount / "d" / "deeper", 0o750), (helper.mount / "d", 0o750), (helper.mount, 0o2750)):
+        path.chmod(mode)
+    assert helper.run("sync").returncode == 0
+    expected = tree(helper.mount)
+    shutil.rmtree(helper.mount / "d")
+    result = helper.run("restore")
+    assert result.returncode == 0, result.stderr
+    assert tree(helper.mount) == expected
+    assert stat.S_IMODE(helper.mount.stat().st_mode) == 0o2750
+
+
 def test_restore_keeps_a_mount_that_holds_data(helper):
     fill(helper.mount, {"a": "old"})
     assert helper.run("sync").returncode == 0

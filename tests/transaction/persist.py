@@ -1,0 +1,605 @@
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Kill points of a persisted mount (run by scripts/test/transaction_persist.sh): its adoption, and its removal.
+
+persist keeps a RAM mount in a backing directory on disk through systemd units, so these cases need systemd as
+PID 1 and mounts that systemd sees: each case runs in a fresh systemd container of the lab's Debian 12 image
+(a container starts in about a second, which is less than undoing a case). The container sees, read-only, a stage
+of this checkout: the collection's plugins and persist helper, ansible-core's `ansible` package, and these test
+files. A case sets up the fixture (transaction.py's ~300 entries with content, a hard link pair, a symlink, a sparse
+file, user.x xattrs, the root 4242:4343 mode 2750, at /srv/tx/data on the container's disk) and a small service of
+its own (txdata.service, its working directory in the data) that persist.services names. A run is what the entry
+role does: ramdisk_plan (which first finishes or undoes what a dead run left), then ramdisk_apply with the plan's
+tmpfs entries and the text of roles/mount/files/persist.sh, each a module process as Ansible runs it.
+
+- adoption: the fixture migrated into a tmpfs kept in /var/lib/ramdisk-backing/txdata (the services stopped, the
+  mount, the helper, conf and units, the backing's first copy and its check, persist enabled and started, the timer,
+  the record, the services started). Killed (RAMDISK_PROVISION_TEST_KILL_AT=N) just before each of its journal
+  writes, N = 1 up to the first N that no longer kills it. Right after the kill: a mount over the directory is one
+  the journal names and holds all the data, the disk copy is whole, the backing holds nothing of ours or one
+  complete copy equal to the data. The next run must succeed and leave what one uninterrupted run leaves (the mount
+  and its options, /etc/fstab, the record, the units enabled and active, the timer active, the backing's current copy
+  equal to the mount, the disk copy untouched, the service running, no journal).
+- removal: the same persisted mount, then files changed in the RAM mount only (a file added, one rewritten, one
+  removed), then state absent (timer and persist stopped, which writes the mount back, the unmount, the backing's
+  copy returned into the directory on disk, the backing cleared, the units and helper gone), killed at each of
+  its journal writes. Right after the kill: the changed data is whole in the mount, the backing's current copy or
+  the directory on disk; the disk holds the old data or the changed data, never a mix; a mount there holds the
+  changed data. The next run must leave what one uninterrupted removal leaves (the changed data in the directory on
+  disk, no mount, no backing, no units, conf, helper, record or fstab line, the service running).
+
+Usage: persist.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--tag TAG] [--only adopt,remove]
+(containers are named txpersist-TAG-*). Prints a table per kind and exits 1 when a property failed, 2 when the test
+could not run; each failed case's log and result go to --keep (build/transaction-persist).
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import hashlib
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+# pylint: disable=wrong-import-position
+import transaction as tx  # noqa: E402
+from transaction import CaseError, KILL_ENV, paths  # noqa: E402
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist import BACKING_NAMES_RE, unit_names  # noqa: E402
+from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, tree_digest  # noqa: E402
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import token  # noqa: E402
+
+DATA = tx.DATA
+BACKING = "/var/lib/ramdisk-backing/txdata"
+SERVICE = "txdata.service"
+# A timer that never fires during a case: the syncs are the run's own.
+ENTRY = dict(tx.MIGRATE_ENTRY, persist={"backing": BACKING, "interval": "1h", "services": [SERVICE]})
+TOKEN = token(DATA)
+HELPER = os.path.join(tx.REPO, "roles", "mount", "files", "persist.sh")
+IMAGE = "ramdisk-lab/debian:12"
+# Where the container sees the stage (read-only), and where the case works inside it.
+STAGE = "/opt/ramdisk-transaction"
+WORK = "/var/tmp/ramdisk-transaction-persist"
+CONTAINER_PREFIX = "txpersist-"
+MIN_KILL_POINTS = 20
+MAX_KILL_AT = 200
+KINDS = ("adopt", "remove")
+
+
+# In the container ------------------------------------------------------------------------------------------
+
+class Runner(tx.Runner):
+    """transaction.py's runner with the container's python3 and the stage, and a persisted entry."""
+
+    python = "/usr/bin/python3"
+    pythonpath = "%s/.cache/collections:%s/lib" % (STAGE, STAGE)
+
+    def __init__(self, work, purposes, defaults, helper):  # pylint: disable=super-init-not-called
+        self.work = work
+        self.purposes, self.defaults = purposes, defaults
+        self.helper = helper
+        self.count = 0
+        self.lock = threading.Lock()
+        self.times = []
+
+    def plan(self, policy):
+        """The plan of ENTRY with state POLICY (present or absent)."""
+        done = self._finish(self._start("ramdisk_plan", {
+            "host": "transaction-test", "sources": [{"name": "ramdisk_mounts", "value": [ENTRY]}],
+            "purposes": self.purposes, "defaults": self.defaults, "state": policy}, None))
+        result = done["result"] or {}
+        if done["rc"] != 0 or result.get("failed") or result.get("errors"):
+            raise CaseError("ramdisk_plan (state %s) failed: %s" % (policy, result.get("msg") or result.get("errors")
+                                                                    or done))
+        return result["tmpfs"] + result["ramfs"], result.get("recovered") or []
+
+    def apply_start(self, entries, kill_at=None, lock_timeout=None):
+        args = {"host": "transaction-test", "mounts": entries, "persist_helper": self.helper}
+        return self._start("ramdisk_apply", args, {KILL_ENV: str(kill_at)} if kill_at else None)
+
+    def run(self, policy, kill_at=None, lock_timeout=None):
+        """One run with state POLICY (present or absent): plan, then apply."""
+        began = time.monotonic()
+        entries, recovered = self.plan(policy)
+        planned = time.monotonic()
+        done = self._finish(self.apply_start(entries, kill_at))
+        killed = "@%s" % kill_at if kill_at else ""
+        self.times.append("%s%s %.1f+%.1f" % (policy, killed, planned - began, time.monotonic() - planned))
+        result = done["result"] or {}
+        done["ok"] = done["rc"] == 0 and bool(done["result"]) and not result.get("failed")
+        done["msg"] = result.get("msg") or ""
+        done["plan_recovered"] = recovered
+        return done
+
+
+def systemctl_show(unit, *props):
+    out = subprocess.run(["systemctl", "show", unit] + ["-p%s" % p for p in props], check=False,
+                         capture_output=True, text=True).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def file_hash(path):
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()[:16]
+    except OSError:
+        return None
+
+
+def listing(directory):
+    return sorted(os.listdir(directory)) if os.path.isdir(directory) else None
+
+
+def setup():
+    """The fixture, its owner and group, and the service that uses the data, running. Returns the fixture's digests."""
+    with open("/etc/passwd", "a", encoding="utf-8") as handle:
+        handle.write("%s:x:%d:%d::/nonexistent:/usr/sbin/nologin\n" % (tx.OWNER[0], tx.OWNER[1], tx.GROUP[1]))
+    with open("/etc/group", "a", encoding="utf-8") as handle:
+        handle.write("%s:x:%d:\n" % tx.GROUP)
+    fixture = tx.make_fixture(DATA, tx.FIXTURES["small"])
+    with open("/etc/systemd/system/" + SERVICE, "w", encoding="utf-8") as handle:
+        handle.write("[Unit]\nDescription=Uses the data at %s (the persist kill-point test)\n\n[Service]\n"
+                     "WorkingDirectory=%s\nExecStart=/bin/sleep infinity\n" % (DATA, DATA))
+    tx.sh("systemctl", "daemon-reload")
+    tx.sh("systemctl", "start", SERVICE)
+    return fixture
+
+
+def change_in_ram():
+    """What a user writes into the persisted mount after it was made (fixed times, so every case has the same)."""
+    stamp = 1710000000 * 10 ** 9
+    with open(os.path.join(DATA, "written-in-ram"), "wb") as handle:
+        handle.write(b"written into the RAM mount after it was persisted\n" * 50)
+    with open(os.path.join(DATA, "f0002"), "wb") as handle:
+        handle.write(b"rewritten in RAM\n")
+    os.unlink(os.path.join(DATA, "f0003"))
+    for name in ("written-in-ram", "f0002", "."):
+        os.utime(os.path.join(DATA, name), ns=(stamp, stamp))
+    digests, problems = tree_digest(DATA)
+    if problems:
+        raise CaseError("the changed data could not be read: %s" % problems)
+    return digests
+
+
+def backing_copy():
+    """(names of the backing with each snapshot's stamp as *, the current copy's digests or None)."""
+    if not os.path.isdir(BACKING):
+        return None, None
+    names = sorted(os.listdir(BACKING))
+    shown = sorted(name.split("-", 1)[0] + "-*" if "-" in name and BACKING_NAMES_RE.match(name) else name
+                   for name in names)
+    current = os.path.join(BACKING, "current")
+    if not os.path.isdir(current):
+        return shown, None
+    digests, problems = tree_digest(current + "/.")
+    if problems:
+        raise CaseError("the backing's current copy could not be read: %s" % problems)
+    return shown, digests
+
+
+def persist_state():
+    """What persist leaves on the host, to compare between cases."""
+    names = unit_names(TOKEN)
+    state = {"units": {}, "unit_files": {}}
+    for kind, unit in sorted(names.items()):
+        shown = systemctl_show(unit, "ActiveState", "UnitFileState")
+        state["units"][kind] = "%s %s" % (shown.get("ActiveState"), shown.get("UnitFileState") or "-")
+        state["unit_files"][kind] = file_hash(os.path.join(paths.UNIT_DIR, unit))
+    state["service"] = systemctl_show(SERVICE, "ActiveState", "SubState")
+    state["service_requires"] = listing("/etc/systemd/system/%s.requires" % SERVICE)
+    state["wants"] = sorted(name for name in listing("/etc/systemd/system/multi-user.target.wants") or []
+                            if name.startswith("ramdisk-"))
+    state["conf"] = file_hash(paths.persist_conf_file(TOKEN))
+    state["helper"] = file_hash(paths.PERSIST_HELPER)
+    state["persist_run"] = listing(paths.PERSIST_STATE_DIR)
+    state["persist_status"] = listing(paths.PERSIST_STATUS_DIR)
+    state["backing_names"], current = backing_copy()
+    state["backing_current"] = tx.digest_hash(tx.without_root_mtime(current)) if current else None
+    return state
+
+
+def state_now():
+    state = tx.end_state([DATA])
+    state["persist"] = persist_state()
+    return state
+
+
+def whole(expected, path, what, name):
+    """Problems of the tree at PATH against EXPECTED (digests)."""
+    found, problems = tree_digest(path)
+    return ["%s: %s" % (what, s) for s in problems + compare_trees(expected, found, name, what, root_mtime=True)]
+
+
+def same_tree(expected, digests):
+    return digests is not None and not compare_trees(expected, digests, "a", "b", root_mtime=True)
+
+
+def disk_now(work):
+    digests, problems = tx.disk_digest(work, DATA)
+    if problems:
+        raise CaseError("the disk copy could not be read: %s" % problems)
+    return digests
+
+
+def after_kill(kind, fixture, changed, work):
+    """Right after a kill: what is where, and the problems (data hidden, lost, or a copy half made)."""
+    problems = []
+    exists, named, lines = tx.journal_paths()
+    whats = {(line.get("run"), line.get("txn")): line.get("what") for line in lines if line.get("t") == "txn"}
+    mounted = tx.mounts_at(DATA)
+    facts = {"journal_lines": len(lines), "killed_after": tx.describe_line(lines[-1] if lines else None, whats),
+             "mounts": len(mounted)}
+    data = fixture if kind == "adopt" else changed
+    if len(mounted) > 1:
+        problems.append("%d mounts at %s" % (len(mounted), DATA))
+    in_mount = None
+    if mounted:
+        if kind == "adopt" and (not exists or DATA not in named):
+            problems.append("%s is covered by a mount that no journal names (journal %s, naming %s)"
+                            % (DATA, "there" if exists else "gone", named))
+        in_mount, found = tree_digest(DATA)
+        problems += ["what covers %s after the kill: %s" % (DATA, s) for s in found + compare_trees(
+            data, in_mount, "the data", "mount", root_mtime=True)]
+    disk = disk_now(work)
+    if kind == "adopt":
+        problems += ["the disk copy after the kill: %s" % s for s in compare_trees(fixture, disk, "fixture",
+                                                                                   "disk copy", root_mtime=True)]
+        facts["disk"] = "untouched"
+    else:
+        facts["disk"] = "old" if same_tree(fixture, disk) else "changed" if same_tree(changed, disk) else "MIXED"
+        if facts["disk"] == "MIXED":
+            problems.append("the directory on disk holds neither the old data nor the changed data: %s"
+                            % " ".join(compare_trees(changed, disk, "the changed data", "disk")[:5]))
+    names, current = backing_copy()
+    ours = [name for name in names or [] if BACKING_NAMES_RE.match(name)]
+    if not ours:
+        facts["backing"] = "nothing"
+    elif sorted(ours) == ["current", "snap-*"] and current is not None:
+        facts["backing"] = "old copy" if same_tree(fixture, current) else "changed copy" \
+            if same_tree(changed, current) else "BAD COPY"
+        if facts["backing"] == "BAD COPY" or (kind == "adopt" and facts["backing"] != "old copy"):
+            problems.append("the backing's current copy is not the data: %s"
+                            % " ".join(compare_trees(data, current, "the data", "backing's copy")[:5]))
+    else:
+        facts["backing"] = "BAD: %s" % ",".join(names)
+        problems.append("the backing holds %s, not nothing or one complete copy" % names)
+    if kind == "remove" and not (same_tree(changed, in_mount) or same_tree(changed, current)
+                                 or same_tree(changed, disk)):
+        problems.append("the data changed in RAM is whole nowhere: not in a mount, the backing or the disk")
+    facts["service"] = systemctl_show(SERVICE, "ActiveState")["ActiveState"]
+    return facts, problems
+
+
+def check_end(kind, fixture, changed, work, out):
+    """The checks of every case's end, and its end state."""
+    problems = []
+    disk = disk_now(work)
+    names, current = backing_copy()
+    if kind == "adopt":
+        problems += ["the disk copy: %s" % s
+                     for s in compare_trees(fixture, disk, "fixture", "disk copy", root_mtime=True)]
+        if tx.mounts_at(DATA):
+            problems += whole(fixture, DATA, "the mount", "fixture")
+            in_mount, _problems = tree_digest(DATA)
+            problems += ["the backing's copy: %s" % s for s in compare_trees(
+                in_mount, current or {}, "the mount", "the backing's copy")][:10]
+        else:
+            problems.append("%s is not mounted" % DATA)
+    else:
+        problems += ["the directory on disk: %s" % s
+                     for s in compare_trees(changed, disk, "the data changed in RAM", "the disk", root_mtime=True)]
+        if tx.mounts_at(DATA):
+            problems.append("%s is still mounted" % DATA)
+        if names is not None:
+            problems.append("the backing %s is still there: %s" % (BACKING, names))
+    out["state"] = state_now()
+    out["problems"] = problems + out.get("problems", [])
+    return out
+
+
+def case(spec):
+    out = run_case(spec)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    out["cpu_seconds"] = round(usage.ru_utime + usage.ru_stime + own.ru_utime + own.ru_stime, 1)
+    return out
+
+
+def run_case(spec):
+    work = WORK
+    os.makedirs(work, exist_ok=True)
+    with open(HELPER, encoding="utf-8") as handle:
+        helper = handle.read()
+    runner = Runner(work, spec["purposes"], spec["defaults"], helper)
+    fixture = setup()
+    out = {"fixture": tx.digest_hash(fixture), "runs": runner.times}
+    kind = spec["kind"]
+    changed = None
+    if kind == "remove":
+        made = runner.run("present")
+        if not made["ok"]:
+            raise CaseError("the persisted mount could not be made: %s" % (made["msg"] or made))
+        changed = change_in_ram()
+        out["changed"] = tx.digest_hash(changed)
+    state = "present" if kind == "adopt" else "absent"
+    first = runner.run(state, kill_at=spec.get("n"))
+    out["first"] = tx.outcome(first)
+    if spec.get("n") is None or not first["killed"]:
+        if not first["ok"]:
+            raise CaseError("the run%s neither died nor succeeded: %s" % (
+                " with %s=%s" % (KILL_ENV, spec["n"]) if spec.get("n") else "", first["msg"] or first))
+        out = check_end(kind, fixture, changed, work, out)
+        if spec.get("n") is None:
+            # The reference: a second run changes nothing of that end state.
+            out["again"] = tx.outcome(runner.run(state))
+            again = {"fixture": out["fixture"], "changed": out.get("changed")}
+            out["again_state"] = check_end(kind, fixture, changed, work, again)
+        return out
+    out["hidden"], problems = after_kill(kind, fixture, changed, work)
+    second = runner.run(state)
+    out["second"] = tx.outcome(second)
+    out["problems"] = problems
+    if not second["ok"]:
+        out["problems"].append("the next run failed: %s" % (second["msg"] or second)[:1500])
+    return check_end(kind, fixture, changed, work, out)
+
+
+def inside(spec):
+    try:
+        result = case(spec)
+    except (CaseError, OSError, subprocess.CalledProcessError) as exc:
+        detail = exc.stderr.decode(errors="replace") if isinstance(exc, subprocess.CalledProcessError) else ""
+        result = {"error": "%s %s" % (exc, detail)}
+    print("RESULT " + json.dumps(result))
+
+
+# The driver (on this machine) ------------------------------------------------------------------------------
+
+def make_stage(work):
+    """A copy of what the containers need, laid out as this checkout is (so transaction.py finds the collection)."""
+    import ansible
+    stage = os.path.join(work, "stage")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(os.path.join(tx.REPO, "plugins"), os.path.join(stage, "plugins"), ignore=ignore)
+    os.makedirs(os.path.join(stage, "roles", "mount", "files"))
+    shutil.copy(HELPER, os.path.join(stage, "roles", "mount", "files"))
+    os.makedirs(os.path.join(stage, "tests", "transaction"))
+    for name in ("transaction.py", "persist.py"):
+        shutil.copy(os.path.join(HERE, name), os.path.join(stage, "tests", "transaction"))
+    link = os.path.join(stage, ".cache", "collections", "ansible_collections", "ramdisk", "provision")
+    os.makedirs(os.path.dirname(link))
+    os.symlink("../../../..", link)
+    # ansible-core's own package: the modules import ansible.module_utils.basic.
+    shutil.copytree(os.path.dirname(ansible.__file__), os.path.join(stage, "lib", "ansible"), ignore=ignore)
+    # The stage is read-only in the containers: compiled once here, not by every module process there (the lab's
+    # Debian 12 has Python 3.11, as .venv).
+    compileall.compile_dir(stage, quiet=1, workers=1)
+    return stage
+
+
+def container_cpu(container):
+    """CPU seconds of everything that ran in CONTAINER (systemd, the units, the modules), from its cgroup; None where
+    the engine keeps it elsewhere (cgroup v2, the systemd driver)."""
+    for path in ("/sys/fs/cgroup/cpuacct/docker/%s/cpuacct.usage" % container,
+                 "/sys/fs/cgroup/docker/%s/cpu.stat" % container):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except (OSError, TypeError):
+            continue
+        if path.endswith("cpuacct.usage"):
+            return round(int(text) / 1e9, 2)
+        return round(int(dict(line.split() for line in text.splitlines())["usage_usec"]) / 1e6, 2)
+    return None
+
+
+class Driver(object):
+
+    def __init__(self, work, keep, image, tag, stage, role):
+        self.work = work
+        self.keep = keep
+        self.image = image
+        self.tag = tag
+        self.stage = stage
+        self.role = role
+        self.number = 0
+        self.lock = threading.Lock()
+
+    def docker(self, *argv, **kwargs):
+        return subprocess.run(["docker"] + list(argv), capture_output=True, text=True, check=False, **kwargs)
+
+    def case(self, spec):
+        """SPEC in a fresh container; its result (with 'error' when the case could not run) and its times."""
+        with self.lock:
+            self.number += 1
+            name = "%s%s-%03d-%s" % (CONTAINER_PREFIX, self.tag, self.number, spec["name"])
+        began = time.monotonic()
+        result = None
+        container = None
+        log = ""
+        try:
+            run = self.docker(
+                "run", "-d", "--name", name, "--cap-add", "SYS_ADMIN", "--security-opt", "apparmor=unconfined",
+                "--security-opt", "seccomp=unconfined", "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+                "--tmpfs", "/run", "--tmpfs", "/run/lock", "--network", "none",
+                "-v", "%s:%s:ro" % (self.stage, STAGE), self.image, "/lib/systemd/systemd")
+            if run.returncode != 0:
+                raise CaseError("docker run failed: %s" % run.stderr.strip())
+            container = run.stdout.strip()
+            deadline = time.monotonic() + 120
+            while True:
+                # No answer at all until systemd's bus is up; then --wait waits for the boot to finish.
+                ready = self.docker("exec", name, "systemctl", "is-system-running", "--wait", timeout=120)
+                if ready.stdout.strip() in ("running", "degraded"):
+                    break
+                if ready.stdout.strip() not in ("", "offline", "initializing", "starting") or \
+                        time.monotonic() > deadline:
+                    raise CaseError("systemd in %s did not come up: %s %s" % (name, ready.stdout, ready.stderr))
+                time.sleep(0.1)
+            booted = time.monotonic() - began
+            done = self.docker("exec", name, "python3", "%s/tests/transaction/persist.py" % STAGE, "--inside",
+                               json.dumps(dict(spec, **self.role)), timeout=900)
+            log = done.stderr + done.stdout
+            line = [text for text in done.stdout.splitlines() if text.startswith("RESULT ")]
+            if not line:
+                raise CaseError("the case ended (exit %s) without a result: %s" % (done.returncode, log[-1500:]))
+            result = json.loads(line[-1][len("RESULT "):])
+            result["boot_seconds"] = round(booted, 1)
+        except (CaseError, subprocess.TimeoutExpired) as exc:
+            result = {"error": str(exc)}
+        finally:
+            cpu = container_cpu(container)
+            self.docker("rm", "-f", name)
+        result["container_cpu_seconds"] = cpu
+        result["seconds"] = round(time.monotonic() - began, 1)
+        if result.get("error") or result.get("problems"):
+            kept = os.path.join(self.keep, "%03d-%s" % (self.number, spec["name"]))
+            os.makedirs(kept, exist_ok=True)
+            with open(os.path.join(kept, "log"), "w", encoding="utf-8") as handle:
+                handle.write(log)
+            with open(os.path.join(kept, "result.json"), "w", encoding="utf-8") as handle:
+                json.dump(result, handle, indent=1)
+        return result
+
+
+class Queue(object):
+    """The references first, then the kill points of each kind, one N at a time until a run with N is no longer
+    killed (taken in turn from the kinds still going, so with 2 workers at most one more per kind than needed)."""
+
+    def __init__(self, front, kinds):
+        self.front = list(front)
+        self.kinds = list(kinds)
+        self.next = dict((kind, 1) for kind in kinds)
+        self.end = dict((kind, None) for kind in kinds)
+        self.turn = 0
+        self.lock = threading.Lock()
+
+    def take(self):
+        with self.lock:
+            if self.front:
+                return self.front.pop(0)
+            going = [kind for kind in self.kinds if self.end[kind] is None and self.next[kind] <= MAX_KILL_AT]
+            if not going:
+                return None
+            kind = going[self.turn % len(going)]
+            self.turn += 1
+            self.next[kind] += 1
+            n = self.next[kind] - 1
+            return {"name": "%s-kill-%d" % (kind, n), "case": "kill", "kind": kind, "n": n}
+
+    def finished_at(self, n, kind):
+        with self.lock:
+            self.end[kind] = n if self.end[kind] is None else min(self.end[kind], n)
+
+
+def compare(reference, result, name):
+    if result.get("error"):
+        return ["%s: %s" % (name, result["error"][:1500])]
+    problems = ["%s: %s" % (name, p) for p in result.get("problems") or []]
+    problems += ["%s: end state differs: %s" % (name, d) for d in tx.state_diff(reference["state"], result["state"])]
+    for key in ("fixture", "changed"):
+        if result.get(key) != reference.get(key):
+            problems.append("%s: the %s data differs from the reference's" % (name, key))
+    return problems
+
+
+def report(kind, results, reference, end):
+    """The kill points' table of KIND. Returns problems."""
+    if end is None:
+        return ["%s: no run with %s=N (N up to %d) finished" % (kind, KILL_ENV, MAX_KILL_AT)]
+    problems = []
+    if end - 1 < MIN_KILL_POINTS:
+        problems.append("%s: only %d journal writes, so only %d kill points (at least %d expected)"
+                        % (kind, end - 1, end - 1, MIN_KILL_POINTS))
+    what = ("the adoption of %s (migrate into a tmpfs kept in %s, %s stopped and started)" % (DATA, BACKING, SERVICE)
+            if kind == "adopt" else "the removal (state absent) of that persisted mount, after files changed in RAM")
+    print("\nKill points of %s:\na run killed just before its journal write N, then the next run. %d journal writes "
+          "in an uninterrupted run (N=%d was not killed)." % (what, end - 1, end))
+    print("%4s  %-30s %-6s %-7s %-13s %-9s %-28s %-4s %s" % (
+        "N", "killed after (journal)", "mounts", "disk", "backing", "service", "the next run recovered", "2nd",
+        "verdict"))
+    for n in range(1, end + 1):
+        result = results.get("%s-kill-%d" % (kind, n)) or {"error": "not run"}
+        found = compare(reference, result, "%s kill point %d" % (kind, n))
+        problems += found
+        verdict = "pass" if not found else "FAIL"
+        if result.get("error"):
+            print("%4d  ERROR %s" % (n, result["error"][:200]))
+        elif n == end:
+            print("%4d  %-30s %s" % (n, "(not killed: the whole run)", verdict))
+        else:
+            hidden, second = result["hidden"], result["second"]
+            print("%4d  %-30s %-6d %-7s %-13s %-9s %-28s %-4s %s" % (
+                n, hidden["killed_after"][:30], hidden["mounts"], hidden["disk"], hidden["backing"][:13],
+                hidden["service"], (", ".join(second["recovered"]) or "nothing")[:28],
+                "ok" if second["ok"] else "FAIL", verdict))
+    return problems
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--inside")
+    parser.add_argument("--work")
+    parser.add_argument("--keep", default=os.path.join(tx.REPO, "build", "transaction-persist"))
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--image", default=IMAGE)
+    parser.add_argument("--tag", default=str(os.getpid()))
+    parser.add_argument("--only", default=",".join(KINDS))
+    args = parser.parse_args()
+    if args.inside:
+        inside(json.loads(args.inside))
+        return 0
+    kinds = [kind for kind in KINDS if kind in args.only.split(",")]
+    began = time.monotonic()
+    shutil.rmtree(args.keep, ignore_errors=True)
+    purposes, defaults = tx.role_vars()
+    driver = Driver(args.work, args.keep, args.image, args.tag, make_stage(args.work),
+                    {"purposes": purposes, "defaults": defaults})
+    references = [{"name": "reference-%s" % kind, "case": "reference", "kind": kind} for kind in kinds]
+    queue = Queue(references, kinds)
+    results = tx.run_all(driver, queue, args.jobs)
+    problems = []
+    for kind in kinds:
+        reference = results["reference-%s" % kind]
+        if reference.get("error") or reference.get("problems"):
+            print("transaction-persist: the reference run of %s failed: %s"
+                  % (kind, reference.get("error") or reference["problems"]))
+            return 2
+        state = reference["state"]
+        print("reference %s: %s; a second run: %s, changed %s" % (
+            kind, json.dumps(state["persist"]["units"]), "succeeded" if reference["again"]["ok"] else "FAILED",
+            reference["again"]["changed"]))
+        if state["journal"] or state["staging_mounts"]:
+            problems.append("reference %s: a journal or a staging mount is left: %s" % (kind, state))
+        if not reference["again"]["ok"]:
+            problems.append("reference %s: the second run failed: %s" % (kind, reference["again"]["msg"]))
+        problems += compare(reference, reference["again_state"], "reference %s, second run" % kind) \
+            if reference.get("again_state") else []
+    for kind in kinds:
+        problems += report(kind, results, results["reference-%s" % kind], queue.end[kind])
+    print()
+    for problem in problems:
+        print("FAIL: %s" % problem)
+    cases = list(results.values())
+    cpu = [r["container_cpu_seconds"] for r in cases if r.get("container_cpu_seconds") is not None]
+    print("transaction-persist: %d cases, kill points: %s; %s; %.0f s on %d workers (a case %.1f s on average, of "
+          "which the container's boot %.1f s; CPU in the containers %s)" % (
+              len(results), ", ".join("%s %s" % (kind, queue.end[kind] - 1 if queue.end[kind] else "none")
+                                      for kind in kinds),
+              "%d problems" % len(problems) if problems else "all properties held", time.monotonic() - began,
+              args.jobs, sum(r["seconds"] for r in cases) / max(len(cases), 1),
+              sum(r.get("boot_seconds") or 0 for r in cases) / max(len(cases), 1),
+              "%.0f s, %.1f s a case" % (sum(cpu), sum(cpu) / len(cpu)) if cpu else "not known"))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
