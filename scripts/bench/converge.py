@@ -457,7 +457,8 @@ def report(table, cases, runs, loads, skipped, zram_notes):
             for key, label in (("results", "task results"), ("modules", "module runs")):
                 per = {}
                 for side in SIDES:
-                    one, ten = table[side, "tmpfs-01", phase][key + "_low"], table[side, "tmpfs-10", phase][key + "_low"]
+                    one = table[side, "tmpfs-01", phase][key + "_low"]
+                    ten = table[side, "tmpfs-10", phase][key + "_low"]
                     per[side] = (ten - one) / float(extra) if one is not None and ten is not None else None
                 text = "%.1f" % per["site"] if per["site"] is not None else "-"
                 plain = "%.1f" % per["plain"] if per["plain"] is not None else "-"

@@ -213,8 +213,9 @@ def side_runs(side, inventory, runs, count, lab_base, on_first=None):
     finally:
         run(lab + ["-e", "lab_state=absent"], "lab-down-" + side)
     for key, items in results.items():
-        print("fleet: %s %-8s wall %s, CPU per host %s" % (side, key, ", ".join("%.1f s" % item["wall"] for item in items),
-                                                          ", ".join(fmt(per_host(item)) for item in items)), flush=True)
+        print("fleet: %s %-8s wall %s, CPU per host %s"
+              % (side, key, ", ".join("%.1f s" % item["wall"] for item in items),
+                 ", ".join(fmt(per_host(item)) for item in items)), flush=True)
     return results, inventory
 
 
@@ -251,7 +252,8 @@ def main():
     runs["plain"], _ = side_runs("plain", inventory, args.runs, args.hosts, lab)
     loads.append(os.getloadavg()[0])
     print_table(runs, args.hosts, found["mounts"], loads, time.monotonic() - started)
-    changed = {(side, key): sum(item["changed"] for item in value) for side in runs for key, value in runs[side].items()}
+    changed = {(side, key): sum(item["changed"] for item in value)
+               for side in runs for key, value in runs[side].items()}
     if any(changed[side, key] for side in runs for key in ("1 again", "N again")):
         raise SystemExit("fleet: a re-run changed something: %s is not idempotent"
                          % " and ".join(PLAYBOOKS[side] for side in runs
