@@ -133,18 +133,20 @@ bench-backends: setup
 	    scripts/bench/backends.yml -e bench_backends_run_id=$$run $(BENCH_ARGS) && \
 	  $(BIN)/python scripts/bench/backends_summary.py build/bench-backends/$$run
 
-# site.yml on 1 and on 20 fresh lab containers, first run and idempotent re-run: cost per host and growth.
+# site.yml on 1 and on 20 fresh lab containers, first run and idempotent re-run, beside a plain ansible.posix.mount
+# playbook doing the same mounts: CPU per host (controller + host) beside the targets, wall. RUNS=N re-runs (3).
 bench-fleet: setup
 	bash scripts/lab/dockerd.sh
 	bash scripts/lab/images.sh
-	$(BIN)/python scripts/bench/fleet.py
+	$(BIN)/python scripts/bench/fleet.py --runs $(or $(RUNS),3)
 
-# site.yml against a plain ansible.posix.mount playbook on one fresh lab host, 1 and 10 tmpfs mounts, first run
-# and no-op re-run: wall time, task results, task headers, module runs, beside the targets. RUNS=N repeats (3).
+# site.yml against a plain ansible.posix.mount playbook on one fresh lab host, 1 and 10 tmpfs mounts, and site.yml
+# alone for a persisted tmpfs and a zram file system; first run and no-op re-run: wall time, task results, task
+# headers, module runs, beside the targets. RUNS=N repeats (3); CASES=tmpfs-01,persist,... runs only those.
 bench-converge: setup
 	bash scripts/lab/dockerd.sh
 	bash scripts/lab/images.sh
-	$(BIN)/python scripts/bench/converge.py --runs $(or $(RUNS),3)
+	$(BIN)/python scripts/bench/converge.py --runs $(or $(RUNS),3) $(if $(CASES),--cases $(CASES))
 
 # The benchmark twice back to back on the lab (its policy applied first, so every host has RAM mounts to
 # measure): the share of RAM/disk ratios that agree within 1.25x.

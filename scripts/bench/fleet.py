@@ -1,22 +1,38 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Time playbooks/site.yml on 1 lab host and on N lab hosts (default 20), first run and idempotent re-run.
+"""CPU per host of playbooks/site.yml on 1 lab host and on N lab hosts (default 20), first run and idempotent
+re-run, beside a plain ansible.posix.mount playbook doing the same mounts.
 
-Starts N + 1 fresh containers from the lab's Debian 12 image (scripts/lab/lab.yml with a generated
-inventory under .cache/fleet, the lab's group_vars linked in), so the single host and the fleet both
-start from a clean host. Prints the wall time of each run (re-runs repeated: median and range), the CPU
-the machine spent on it and how much of that the controller took, the growth from 1 to N hosts beside
-the floor that the machine's cores set for it, and the changed count of each re-run (which must be 0),
-then removes the containers. Every run's output is kept in .cache/fleet/logs.
-Run through `make bench-fleet` (it sets the collections path and ansible.cfg: forks 20, pipelining).
+Ours: N + 1 fresh containers from the lab's Debian 12 image (scripts/lab/lab.yml with a generated inventory
+under .cache/fleet, the lab's group_vars linked in: every host in the lab, caches and builders groups, so every
+host asks for the same work: /tmp migrated, two tmpfs, one ramfs). site.yml runs on the single host, then on
+the N others at once (forks = hosts). The mounts it made on the single host, as the kernel shows them (type,
+options, the root's mode and owner), become the plain side's ramdisk_mounts: then ours are removed and N + 1
+fresh containers run scripts/bench/converge-plain.yml (ansible.posix.mount and ansible.builtin.file in a loop)
+the same way. The plain side does not copy /tmp's old contents in, nor set anything up for boot beyond fstab.
+
+Each run is measured by:
+- controller CPU seconds: ansible-playbook, its workers and the docker CLI they run (getrusage of children);
+- host CPU seconds: the containers' own cgroups (cpuacct.usage on cgroup v1, cpu.stat usage_usec on v2),
+  before and after, summed over the hosts of the run (their systemd's idle work included, the Docker engine
+  not);
+- CPU per host: (controller + host) / hosts; wall seconds, printed without a target (on 2 cores, 20 hosts are
+  bound by the cores);
+- the changed count of each re-run, which must be 0 on both sides.
+Targets (issue 33), each printed with met or not met: first run at most 1.5x the plain playbook's CPU per host
+(at 1 host and at N); CPU per host at N hosts within 1.15x of one host (ours, first run and re-run).
+Every run's output is kept in .cache/fleet/logs. Run through `make bench-fleet` (RUNS=N re-runs of each size,
+default 3; it sets the collections path and ansible.cfg: forks 20, pipelining). The containers (fleet-*) are
+removed at the end, also after a failure.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import os
 import re
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -24,11 +40,22 @@ import time
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FLEET_DIR = os.path.join(REPO_ROOT, ".cache", "fleet")
 IMAGE = "ramdisk-lab/debian:12"
-TARGET_GROWTH = 4.0
+PLAYBOOKS = {"site": "playbooks/site.yml", "plain": "scripts/bench/converge-plain.yml"}
+TARGET_FIRST_RATIO = 1.5
+TARGET_GROWTH = 1.15
+# The lab policy's paths on every fleet host (inventories/lab/group_vars: lab, caches, builders).
+POLICY_PATHS = ("/tmp", "/var/cache/lab-web", "/var/cache/lab-locks", "/var/cache/lab-build")
 _RECAP_RE = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
-def write_inventory(hosts):
+def host_names(side, count):
+    prefix = "fleet-" if side == "site" else "fleet-plain-"
+    return prefix + "solo", [prefix + "%02d" % number for number in range(1, count + 1)]
+
+
+def write_inventory(hosts, plain_mounts=None):
+    """Every host in caches and builders (and so in lab): the three policies merged. The plain side's hosts
+    carry the mounts to make as ramdisk_mounts, which site.yml's side leaves unset."""
     os.makedirs(FLEET_DIR, exist_ok=True)
     link = os.path.join(FLEET_DIR, "group_vars")
     if not os.path.islink(link):
@@ -37,7 +64,11 @@ def write_inventory(hosts):
              "# policies merged), so every host asks for the same work.",
              "all:", "  children:", "    lab:", "      children:"]
     lines += ["        caches:", "          hosts:"]
-    lines += ["            %s: {lab_image: '%s'}" % (host, IMAGE) for host in hosts]
+    for host in hosts:
+        hostvars = {"lab_image": IMAGE}
+        if host.startswith("fleet-plain-") and plain_mounts is not None:
+            hostvars["ramdisk_mounts"] = plain_mounts
+        lines.append("            %s: %s" % (host, json.dumps(hostvars)))
     lines += ["        builders:", "          hosts:"]
     lines += ["            %s: {lab_users: [builder]}" % host for host in hosts]
     path = os.path.join(FLEET_DIR, "hosts.yml")
@@ -72,19 +103,41 @@ def run(argv, log_name, timeout=1800):
     return elapsed, output
 
 
-def cpu_busy_seconds():
-    """CPU time the whole machine spent busy since boot (all cores, /proc/stat: user, nice, system, irq,
-    softirq; not idle, iowait or steal). Counts the containers' Python and the Docker engine as well as the
-    controller, which getrusage alone would not."""
-    with open("/proc/stat", encoding="ascii") as handle:
-        fields = [int(value) for value in handle.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
 def controller_seconds():
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def container_ids(names):
+    proc = subprocess.run(["docker", "inspect", "-f", "{{.Name}} {{.Id}}"] + list(names), stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True, check=False)
+    return {name.lstrip("/"): ident for name, ident in (line.split() for line in proc.stdout.splitlines())}
+
+
+def cgroup_cpu_seconds(ident):
+    """CPU seconds a container's cgroup (and those below it) has used, or None where it cannot be read."""
+    for path in ("/sys/fs/cgroup/cpuacct/docker/%s/cpuacct.usage" % ident,
+                 "/sys/fs/cgroup/cpu,cpuacct/docker/%s/cpuacct.usage" % ident):
+        try:
+            with open(path, encoding="ascii") as handle:
+                return int(handle.read()) / 1e9
+        except OSError:
+            pass
+    for path in ("/sys/fs/cgroup/system.slice/docker-%s.scope/cpu.stat" % ident,
+                 "/sys/fs/cgroup/docker/%s/cpu.stat" % ident):
+        try:
+            with open(path, encoding="ascii") as handle:
+                for line in handle:
+                    if line.startswith("usage_usec "):
+                        return int(line.split()[1]) / 1e6
+        except OSError:
+            pass
+    return None
+
+
+def hosts_seconds(idents):
+    values = [cgroup_cpu_seconds(ident) for ident in idents]
+    return None if None in values else sum(values)
 
 
 def recap(output):
@@ -94,15 +147,37 @@ def recap(output):
     return hosts
 
 
-def site(inventory, limit, forks, log_name):
-    """One site.yml run: wall time, CPU busy on the machine, CPU of the controller (ansible-playbook, its
-    forks and the docker CLI), changed tasks and hosts in the recap."""
-    busy, controller = cpu_busy_seconds(), controller_seconds()
-    elapsed, output = run(["ansible-playbook", "-i", inventory, "--limit", limit, "--forks", str(forks),
-                           "playbooks/site.yml"], log_name)
-    hosts = recap(output)
-    return {"wall": elapsed, "cpu": cpu_busy_seconds() - busy, "controller": controller_seconds() - controller,
-            "changed": sum(item["changed"] for item in hosts.values()), "hosts": len(hosts)}
+def measure(inventory, side, hosts, idents, log_name):
+    """One run of the side's playbook on hosts: wall, controller and host CPU, changed tasks, hosts in the recap."""
+    ours = [idents[host] for host in hosts]
+    controller, on_hosts = controller_seconds(), hosts_seconds(ours)
+    elapsed, output = run(["ansible-playbook", "-i", inventory, "--limit", ",".join(hosts), "--forks",
+                           str(len(hosts)), PLAYBOOKS[side]], log_name)
+    after = hosts_seconds(ours)
+    found = recap(output)
+    if len(found) != len(hosts):
+        raise SystemExit("fleet: the recap of %s names %d hosts, expected %d" % (log_name, len(found), len(hosts)))
+    return {"wall": elapsed, "controller": controller_seconds() - controller,
+            "hosts_cpu": after - on_hosts if after is not None and on_hosts is not None else None,
+            "changed": sum(item["changed"] for item in found.values()), "count": len(hosts)}
+
+
+def plain_mounts(host):
+    """The policy's mounts on a host site.yml ran on, as the kernel shows them: the plain side's ramdisk_mounts."""
+    mounts = []
+    for path in POLICY_PATHS:
+        found = subprocess.run(["docker", "exec", host, "findmnt", "-rn", "-M", path, "-o", "FSTYPE,OPTIONS"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=False)
+        rows = found.stdout.split()
+        if len(rows) < 2:
+            raise SystemExit("fleet: site.yml left no mount at %s on %s" % (path, host))
+        fstype, opts = rows[-2], rows[-1]  # the top mount, should there be more
+        stat = subprocess.run(["docker", "exec", host, "stat", "-c", "%a %U %G", path], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, check=True).stdout.split()
+        mode = stat[0].rjust(4, "0")
+        mounts.append({"path": path, "fstype": fstype, "opts": opts, "mode": mode, "owner": stat[1],
+                       "group": stat[2]})
+    return mounts
 
 
 def median(values):
@@ -111,86 +186,152 @@ def median(values):
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def background_cores(seconds=5.0):
-    """Cores the machine keeps busy with nothing of ours running: other work shares this machine."""
-    busy = cpu_busy_seconds()
-    time.sleep(seconds)
-    return (cpu_busy_seconds() - busy) / seconds
+def per_host(item):
+    """CPU seconds per host of one run: controller plus hosts, over the hosts."""
+    if item["hosts_cpu"] is None:
+        return None
+    return (item["controller"] + item["hosts_cpu"]) / item["count"]
+
+
+def side_runs(side, inventory, runs, count, lab_base, on_first=None):
+    """Start the side's N + 1 containers, run its playbook on 1 host then N (first run and re-runs), remove them."""
+    solo, fleet = host_names(side, count)
+    lab = lab_base + ["--limit", ",".join([solo] + fleet)]
+    print("fleet: %s: starting %d containers from %s" % (side, len(fleet) + 1, IMAGE), flush=True)
+    print("fleet: %s: containers up in %.1f s" % (side, run(lab, "lab-up-" + side)[0]), flush=True)
+    results = {}
+    try:
+        idents = container_ids([solo] + fleet)
+        results["1 first"] = [measure(inventory, side, [solo], idents, "%s-1-first" % side)]
+        if on_first:
+            inventory = on_first(solo)
+        results["1 again"] = [measure(inventory, side, [solo], idents, "%s-1-again-%d" % (side, number))
+                              for number in range(runs)]
+        results["N first"] = [measure(inventory, side, fleet, idents, "%s-%d-first" % (side, count))]
+        results["N again"] = [measure(inventory, side, fleet, idents, "%s-%d-again-%d" % (side, count, number))
+                              for number in range(runs)]
+    finally:
+        run(lab + ["-e", "lab_state=absent"], "lab-down-" + side)
+    for key, items in results.items():
+        print("fleet: %s %-8s wall %s, CPU per host %s"
+              % (side, key, ", ".join("%.1f s" % item["wall"] for item in items),
+                 ", ".join(fmt(per_host(item)) for item in items)), flush=True)
+    return results, inventory
+
+
+def fmt(value, form="%.2f"):
+    return form % value if value is not None else "-"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=20, help="size of the fleet (default 20)")
-    parser.add_argument("--keep", action="store_true", help="leave the containers running")
     parser.add_argument("--runs", type=int, default=3, help="idempotent re-runs of each size (default 3)")
     args = parser.parse_args()
     if not 2 <= args.hosts <= 60:
         raise SystemExit("fleet: --hosts must be from 2 to 60")
-    solo = "fleet-solo"
-    fleet = ["fleet-%02d" % number for number in range(1, args.hosts + 1)]
-    inventory = write_inventory([solo] + fleet)
-    lab = ["ansible-playbook", "-i", inventory, "scripts/lab/lab.yml", "--forks", str(len(fleet) + 1)]
-    print("fleet: starting %d containers from %s" % (len(fleet) + 1, IMAGE), flush=True)
-    print("fleet: containers up in %.1f s" % run(lab, "lab-up")[0], flush=True)
-    background = background_cores()
+    if not 1 <= args.runs <= 10:
+        raise SystemExit("fleet: --runs must be from 1 to 10")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    every = [name for side in ("site", "plain") for solo, fleet in [host_names(side, args.hosts)]
+             for name in [solo] + fleet]
+    inventory = write_inventory(every)
+    lab = ["ansible-playbook", "-i", inventory, "scripts/lab/lab.yml", "--forks", str(args.hosts + 1)]
+    run(lab + ["-e", "lab_state=absent"], "lab-down-leftovers")  # leftovers of an interrupted run
+    loads = [os.getloadavg()[0]]
+    started = time.monotonic()
+    found = {}
+
+    def plain_inventory(solo):
+        found["mounts"] = plain_mounts(solo)
+        return write_inventory(every, found["mounts"])
+
     runs = {}
-    try:
-        runs["1 first"] = [site(inventory, solo, 1, "site-1-first")]
-        runs["1 again"] = [site(inventory, solo, 1, "site-1-again-%d" % number) for number in range(args.runs)]
-        runs["N first"] = [site(inventory, ",".join(fleet), len(fleet), "site-%d-first" % len(fleet))]
-        runs["N again"] = [site(inventory, ",".join(fleet), len(fleet), "site-%d-again-%d" % (len(fleet), number))
-                           for number in range(args.runs)]
-    finally:
-        if not args.keep:
-            run(lab + ["-e", "lab_state=absent"], "lab-down")
-    seen = runs["N first"][0]["hosts"]
-    if seen != len(fleet):
-        raise SystemExit("fleet: the recap names %d hosts, expected %d" % (seen, len(fleet)))
-    print_table(runs, len(fleet), background)
-    changed = {key: sum(item["changed"] for item in value) for key, value in runs.items()}
-    print("changed: first run %d and %d tasks; re-runs %d and %d tasks (must be 0)"
-          % (changed["1 first"], changed["N first"], changed["1 again"], changed["N again"]))
-    if changed["1 again"] or changed["N again"]:
-        raise SystemExit("fleet: the re-run changed something: site.yml is not idempotent")
+    runs["site"], inventory = side_runs("site", inventory, args.runs, args.hosts, lab, plain_inventory)
+    loads.append(os.getloadavg()[0])
+    runs["plain"], _ = side_runs("plain", inventory, args.runs, args.hosts, lab)
+    loads.append(os.getloadavg()[0])
+    print_table(runs, args.hosts, found["mounts"], loads, time.monotonic() - started)
+    changed = {(side, key): sum(item["changed"] for item in value)
+               for side in runs for key, value in runs[side].items()}
+    if any(changed[side, key] for side in runs for key in ("1 again", "N again")):
+        raise SystemExit("fleet: a re-run changed something: %s is not idempotent"
+                         % " and ".join(PLAYBOOKS[side] for side in runs
+                                        if changed[side, "1 again"] or changed[side, "N again"]))
 
 
-def spread(values, unit="s"):
+def spread(values, form="%.1f"):
+    values = [value for value in values if value is not None]
+    if not values:
+        return "-"
     if len(values) == 1:
-        return "%.1f%s" % (values[0], unit)
-    return "%.1f%s (%.1f-%.1f)" % (median(values), unit, min(values), max(values))
+        return form % values[0]
+    return (form + " (" + form + "-" + form + ")") % (median(values), min(values), max(values))
 
 
-def print_table(runs, hosts, background):
-    cores = os.cpu_count()
+def verdict(value, target):
+    if value is None:
+        return "no figure"
+    return "met" if value <= target else "NOT met"
+
+
+def print_table(runs, hosts, mounts, loads, elapsed):
     print()
-    print("site.yml on the lab, every host in the same groups (forks = hosts, pipelining on); this machine: %d "
-          "cores, %.2f of them busy with other work before the runs" % (cores, background))
-    print("re-runs: median (min-max) of %d" % len(runs["1 again"]))
-    print("%-34s %22s %22s" % ("", "1 host", "%d hosts" % hosts))
-    for label, key in (("first run, wall", "first"), ("idempotent re-run, wall", "again")):
-        print("%-34s %22s %22s" % (label, spread([item["wall"] for item in runs["1 " + key]]),
-                                   spread([item["wall"] for item in runs["N " + key]])))
-    for label, key in (("first run, CPU busy (core-s)", "first"), ("re-run, CPU busy (core-s)", "again")):
-        print("%-34s %22s %22s" % (label, spread([item["cpu"] for item in runs["1 " + key]], ""),
-                                   spread([item["cpu"] for item in runs["N " + key]], "")))
-    for label, key in (("first run, of it the controller", "first"), ("re-run, of it the controller", "again")):
-        print("%-34s %22s %22s" % (label, spread([item["controller"] for item in runs["1 " + key]], ""),
-                                   spread([item["controller"] for item in runs["N " + key]], "")))
-    for name, key in (("first run", "first"), ("idempotent re-run", "again")):
-        one = median([item["wall"] for item in runs["1 " + key]])
-        many = median([item["wall"] for item in runs["N " + key]])
-        one_cpu = median([item["cpu"] for item in runs["1 " + key]])
-        many_cpu = median([item["cpu"] for item in runs["N " + key]])
-        # A run cannot be shorter than the CPU time it needs spread over every core: the N-host run's own
-        # CPU time over the cores, against one host's wall time, is the least growth this machine allows.
-        floor = many_cpu / cores / one
-        needed = many_cpu / (TARGET_GROWTH * one)
-        print("%s: %d hosts / 1 host: %.2fx (target <= %.1fx: %s). CPU per host: %.1f core-s alone, %.1f in the "
-              "fleet. The %d-host run needed %.0f core-s: on %d cores nothing finishes it under %.0f s, %.2fx one "
-              "host; %.1fx needs at least %d cores" % (
-                  name, hosts, many / one, TARGET_GROWTH, "met" if many / one <= TARGET_GROWTH else "not met",
-                  one_cpu, many_cpu / hosts, hosts, many_cpu, cores, many_cpu / cores, floor, TARGET_GROWTH,
-                  math.ceil(needed)))
+    print("site.yml and the plain playbook on fresh lab hosts (%s), every host with the same mounts (forks = hosts,"
+          % IMAGE)
+    print("pipelining on); this machine: %d cores, load average (1 min) at the start, between the sides and at the"
+          % os.cpu_count())
+    print("end: %s; the whole bench %.0f s. Re-runs: median (min-max) of %d."
+          % (", ".join("%.1f" % load for load in loads), elapsed, len(runs["site"]["1 again"])))
+    print("The mounts (as site.yml made them on one host; the plain side's ramdisk_mounts):")
+    for item in mounts:
+        print("  %-22s %-6s %s %s:%s %s" % (item["path"], item["fstype"], item["mode"], item["owner"], item["group"],
+                                           item["opts"]))
+    head = "%-8s %-9s %-24s %-24s %-22s %-22s %s" % ("side", "run", "CPU s per host, 1 host", "CPU s per host, %d hosts"
+                                                      % hosts, "of it controller, 1/N", "wall s, 1 host",
+                                                      "wall s, %d hosts" % hosts)
+    print(head)
+    print("-" * len(head))
+    for side in ("site", "plain"):
+        for key, label in (("first", "first"), ("again", "re-run")):
+            one, many = runs[side]["1 " + key], runs[side]["N " + key]
+            share = "%s / %s" % (spread([item["controller"] / item["count"] for item in one]),
+                                 spread([item["controller"] / item["count"] for item in many]))
+            print("%-8s %-9s %-24s %-24s %-22s %-22s %s"
+                  % (side, label, spread([per_host(item) for item in one], "%.2f"),
+                     spread([per_host(item) for item in many], "%.2f"), share,
+                     spread([item["wall"] for item in one]), spread([item["wall"] for item in many])))
+    print("CPU per host: (controller + the hosts' cgroups) / hosts; controller: ansible-playbook, its workers and the")
+    print("docker CLI; the Docker engine's own work is in neither. Wall time has no target: 2 cores bind it.")
+    print()
+    print("Targets (issue 33)")
+
+    def med(side, key):
+        values = [per_host(item) for item in runs[side][key]]
+        return median(values) if None not in values else None
+
+    for size, label in (("1", "1 host"), ("N", "%d hosts" % hosts)):
+        ours, plain = med("site", size + " first"), med("plain", size + " first")
+        ratio = ours / plain if ours is not None and plain else None
+        print("  first run, CPU per host, site.yml / plain, %-9s %s (%s / %s s)  target <= %.1fx  %s"
+              % (label + ":", fmt(ratio, "%.2fx"), fmt(ours), fmt(plain), TARGET_FIRST_RATIO,
+                 verdict(ratio, TARGET_FIRST_RATIO)))
+    for key, label in (("first", "first run"), ("again", "re-run")):
+        for side in ("site", "plain"):
+            one, many = med(side, "1 " + key), med(side, "N " + key)
+            growth = many / one if one and many is not None else None
+            if side == "site":
+                print("  CPU per host, %d hosts / 1 host, site.yml, %-9s %s (%s / %s s)  target <= %.2fx  %s"
+                      % (hosts, label + ":", fmt(growth, "%.2fx"), fmt(many), fmt(one), TARGET_GROWTH,
+                         verdict(growth, TARGET_GROWTH)))
+            else:
+                print("  CPU per host, %d hosts / 1 host, plain,    %-9s %s (%s / %s s)  no target"
+                      % (hosts, label + ":", fmt(growth, "%.2fx"), fmt(many), fmt(one)))
+    changed = {side: [sum(item["changed"] for item in runs[side][key]) for key in ("1 first", "N first", "1 again",
+                                                                                 "N again")] for side in runs}
+    for side in ("site", "plain"):
+        print("  changed, %-5s: first runs %d and %d tasks; re-runs %d and %d tasks (must be 0)"
+              % ((side,) + tuple(changed[side])))
 
 
 if __name__ == "__main__":
