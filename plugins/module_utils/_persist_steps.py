@@ -258,6 +258,8 @@ def build(item, ex, build_mount, file_step):
         file_step(middle, paths.persist_conf_file(token), None)
         for suffix in (".restored", ".lock"):
             file_step(middle, "%s/%s%s" % (paths.PERSIST_STATE_DIR, token, suffix), None)
+        # The last sync's status: the metrics collector would go on reporting a mount that is gone.
+        file_step(middle, "%s/%s.status" % (paths.PERSIST_STATUS_DIR, token), None)
         others = [name for name in _listdir(paths.PERSIST_CONF_DIR) if name.endswith(".conf") and name != token + ".conf"]
         if not others:
             file_step(middle, paths.PERSIST_HELPER, None)

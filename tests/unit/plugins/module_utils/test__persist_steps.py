@@ -25,7 +25,8 @@ HELPER = "#!/bin/sh\n# the helper\n"
 def persist_host(host, monkeypatch):  # noqa: F811
     for name, value in (("PERSIST_CONF_DIR", host / "etc" / "ramdisk-provision" / "persist"),
                         ("LIBEXEC_DIR", host / "libexec"), ("PERSIST_HELPER", host / "libexec" / "persist"),
-                        ("PERSIST_STATE_DIR", host / "run" / "persist")):
+                        ("PERSIST_STATE_DIR", host / "run" / "persist"),
+                        ("PERSIST_STATUS_DIR", host / "var" / "persist")):
         monkeypatch.setattr(paths, name, str(value))
     return host
 
@@ -129,6 +130,10 @@ def test_a_persisted_mount_that_goes_is_written_back_unmounted_then_returned_to_
     for kind in ("persist", "sync", "timer"):
         with open(paths.persist_unit_files(token)[kind], "w") as handle:
             handle.write("x\n")
+    os.makedirs(paths.PERSIST_STATUS_DIR)
+    status = "%s/%s.status" % (paths.PERSIST_STATUS_DIR, token)
+    with open(status, "w") as handle:
+        handle.write("RESULT=ok\n")
     monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": "/srv/old", "mount_id": 42, "fstype": "tmpfs",
                                                       "source": "tmpfs"}])
     units = {"ramdisk-persist-%s.service" % token: ("active", "enabled"),
@@ -140,7 +145,7 @@ def test_a_persisted_mount_that_goes_is_written_back_unmounted_then_returned_to_
     assert got.index("unmount") < got.index("return") < got.index("clear_backing") < got.index("systemctl disable")
     assert got[-1] == "systemctl start"
     removed = [step["args"]["file"] for step in steps if step["step"] == "file" and step["args"]["text"] is None]
-    assert set(paths.persist_unit_files(token).values()) <= set(removed)
+    assert set(paths.persist_unit_files(token).values()) | {status} <= set(removed)
 
 
 def test_persist_without_systemd_is_refused_before_any_step(persist_host):
