@@ -249,7 +249,7 @@ def main():
     runs = {}
     runs["site"], inventory = side_runs("site", inventory, args.runs, args.hosts, lab, plain_inventory)
     loads.append(os.getloadavg()[0])
-    runs["plain"], _ = side_runs("plain", inventory, args.runs, args.hosts, lab)
+    runs["plain"] = side_runs("plain", inventory, args.runs, args.hosts, lab)[0]
     loads.append(os.getloadavg()[0])
     print_table(runs, args.hosts, found["mounts"], loads, time.monotonic() - started)
     changed = {(side, key): sum(item["changed"] for item in value)
@@ -285,11 +285,11 @@ def print_table(runs, hosts, mounts, loads, elapsed):
           % (", ".join("%.1f" % load for load in loads), elapsed, len(runs["site"]["1 again"])))
     print("The mounts (as site.yml made them on one host; the plain side's ramdisk_mounts):")
     for item in mounts:
-        print("  %-22s %-6s %s %s:%s %s" % (item["path"], item["fstype"], item["mode"], item["owner"], item["group"],
-                                           item["opts"]))
-    head = "%-8s %-9s %-24s %-24s %-22s %-22s %s" % ("side", "run", "CPU s per host, 1 host", "CPU s per host, %d hosts"
-                                                      % hosts, "of it controller, 1/N", "wall s, 1 host",
-                                                      "wall s, %d hosts" % hosts)
+        print("  %-22s %-6s %s %s:%s %s"
+              % (item["path"], item["fstype"], item["mode"], item["owner"], item["group"], item["opts"]))
+    head = "%-8s %-9s %-24s %-24s %-22s %-22s %s" % (
+        "side", "run", "CPU s per host, 1 host", "CPU s per host, %d hosts" % hosts, "of it controller, 1/N",
+        "wall s, 1 host", "wall s, %d hosts" % hosts)
     print(head)
     print("-" * len(head))
     for side in ("site", "plain"):
@@ -327,8 +327,8 @@ def print_table(runs, hosts, mounts, loads, elapsed):
             else:
                 print("  CPU per host, %d hosts / 1 host, plain,    %-9s %s (%s / %s s)  no target"
                       % (hosts, label + ":", fmt(growth, "%.2fx"), fmt(many), fmt(one)))
-    changed = {side: [sum(item["changed"] for item in runs[side][key]) for key in ("1 first", "N first", "1 again",
-                                                                                 "N again")] for side in runs}
+    keys = ("1 first", "N first", "1 again", "N again")
+    changed = {side: [sum(item["changed"] for item in runs[side][key]) for key in keys] for side in runs}
     for side in ("site", "plain"):
         print("  changed, %-5s: first runs %d and %d tasks; re-runs %d and %d tasks (must be 0)"
               % ((side,) + tuple(changed[side])))

@@ -63,7 +63,10 @@ record_sync() {
       elif [ -r "$status" ]; then
         grep '^LAST_OK_' "$status" || :
       fi
-    } >"$tmp" && chmod 0644 "$tmp" && mv -f "$tmp" "$status" || rm -f "$tmp"
+    } >"$tmp" || :
+    if ! { chmod 0644 "$tmp" && mv -f "$tmp" "$status"; }; then
+      rm -f "$tmp"
+    fi
   fi
   if [ -r "$metrics_collector" ]; then
     python3 "$metrics_collector" collect >/dev/null 2>&1 || say "the metrics collector failed"
