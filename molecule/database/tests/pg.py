@@ -8,7 +8,7 @@ PATH = "/var/lib/postgresql"
 DATADIR = "/var/lib/postgresql/15/main"
 BACKING = "/var/lib/ramdisk-backing/postgresql"
 SERVICE = "postgresql@15-main.service"
-# The role's name for the mount: its path, readable, and a hash (roles/mount/tasks/entry.yml).
+# The collection's name for the mount: its path, readable, and a hash (module_utils/_mount_steps.py token()).
 TOKEN = "var-lib-postgresql-" + hashlib.sha1(PATH.encode()).hexdigest()[:8]
 UNITS = ("ramdisk-persist-%s.service" % TOKEN, "ramdisk-persist-sync-%s.service" % TOKEN,
          "ramdisk-persist-sync-%s.timer" % TOKEN)

@@ -552,7 +552,7 @@ def test_ramfs_persist():
 
 
 def test_mount_token_matches_the_role():
-    # roles/mount/tasks/entry.yml: path[1:] | regex_replace('[^A-Za-z0-9_.]', '-') ~ '-' ~ (path | hash('sha1'))[:8]
+    # module_utils/_mount_steps.py token(): path[1:] | regex_replace('[^A-Za-z0-9_.]', '-') ~ '-' ~ (path | hash('sha1'))[:8]
     assert mount_token("/var/lib/postgresql") == "var-lib-postgresql-" + hashlib.sha1(
         b"/var/lib/postgresql").hexdigest()[:8]
     assert mount_token("/srv/a-b") != mount_token("/srv/a/b")
