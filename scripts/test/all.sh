@@ -5,7 +5,8 @@
 # Suites that need another first run as one item: build, then tarball-lab; vm-image, then molecule-vm.
 # Each suite writes its whole output to build/test/<suite>.log; the terminal gets one line per suite, and the
 # last 150 lines of a failed suite's log. A failed suite does not stop the others, so one run shows every failure.
-# At the end: each suite's time, each lane's busy and idle time, the total. Run after `make setup`.
+# At the end: each suite's time, each lane's busy and idle time, the first lines of each failed suite that say
+# what failed, the total. Run after `make setup`.
 # Usage: scripts/test/all.sh [--scenarios "a b ..."]   (the container scenarios; all of molecule/ but vm if none)
 #        LANES=N for another number of lanes (2).
 set -euo pipefail
@@ -113,6 +114,12 @@ while read -r n busy _; do
 done < <(sort -n "$logs/lanes")
 passed=$(grep -c ' passed$' "$logs/times" || true)
 if [[ -s $logs/failed ]]; then
+  # CI shows only the end of this output: each failed suite's first lines that say what failed come last.
+  while read -r name; do
+    echo "test: what failed in $name (the first such lines of $logs/$name.log):"
+    grep -m 16 -E 'FAIL|CHANGED|fatal:|Error|error:|expected:|got:|Traceback' "$logs/$name.log" \
+      | cut -c1-300 | sed "s/^/test: [$name]   /" || echo "test: [$name]   (no such line; see the log's end above)"
+  done < "$logs/failed"
   echo "test: FAILED: $(xargs < "$logs/failed") ($passed passed; logs in $logs/, $((SECONDS - started)) s)"
   exit 1
 fi

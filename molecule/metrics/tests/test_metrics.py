@@ -57,8 +57,18 @@ def test_mounts_match_df(host):
 
 def test_zram_matches_sysfs(host):
     device = shell_vars(host.file("/etc/ramdisk-provision/zram/metrics.conf").content_string)["DEVICE"]
-    found = samples(collect(host))
-    mm = [int(word) for word in host.file("/sys/block/%s/mm_stat" % device).content_string.split()]
+    # ext4 goes on writing to a fresh file system for a while (its journal, lazy inode table init), so
+    # mm_stat can move between the collector's read and ours: compare a collection that mm_stat did not
+    # move around, read before and after it.
+    for _ in range(10):
+        before = host.file("/sys/block/%s/mm_stat" % device).content_string
+        found = samples(collect(host))
+        if host.file("/sys/block/%s/mm_stat" % device).content_string == before:
+            break
+        time.sleep(1)
+    else:
+        pytest.fail("mm_stat of %s kept changing over 10 collections" % device)
+    mm = [int(word) for word in before.split()]
     disksize = int(host.file("/sys/block/%s/disksize" % device).content_string)
     algorithm = [w[1:-1] for w in host.file("/sys/block/%s/comp_algorithm" % device).content_string.split() if w[0] == "["][0]
     labels = labels_of(found, "ramdisk_zram_disksize_bytes", device=device)
