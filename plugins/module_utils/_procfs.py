@@ -37,6 +37,16 @@ def parse_meminfo(text):
     return result
 
 
+def mem_available(path="/proc/meminfo"):
+    """MemAvailable in bytes (MemFree where the kernel lacks it), 0 when PATH cannot be read."""
+    try:
+        with open(path) as handle:
+            meminfo = parse_meminfo(handle.read())
+    except (IOError, OSError):
+        return 0
+    return meminfo.get("MemAvailable", meminfo.get("MemFree", 0))
+
+
 def parse_mountinfo(text):
     """/proc/self/mountinfo as a list of dicts, in the kernel's order (a later entry on the
     same mount point is stacked on top of an earlier one)."""

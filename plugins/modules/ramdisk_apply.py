@@ -171,7 +171,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._executor import
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld, describe
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as mount_items
-from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_meminfo
+from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import mem_available
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram_steps import apply_zram, report_line
 
 
@@ -202,15 +202,6 @@ def _as_found_before(entries, records):
                                             root_kept=found.get("root_kept") or {}))
         out.append(entry)
     return out
-
-
-def _mem_available():
-    try:
-        with open("/proc/meminfo") as handle:
-            meminfo = parse_meminfo(handle.read())
-    except (IOError, OSError):
-        return 0
-    return meminfo.get("MemAvailable", meminfo.get("MemFree", 0))
 
 
 def main():
@@ -247,7 +238,7 @@ def main():
     zram_settings = {"known": module.params["zram_known"], "persistence": module.params["zram_persistence"],
                      "allow_swap_cycle": module.params["zram_allow_swap_cycle"],
                      "allow_algorithm_fallback": module.params["zram_allow_algorithm_fallback"],
-                     "vendor_tmp": vendor_tmp, "mem_available_bytes": _mem_available()}
+                     "vendor_tmp": vendor_tmp, "mem_available_bytes": mem_available()}
 
     def zram_out(found):
         return [dict(info, report=report_line(info, systemd)) for info in found]

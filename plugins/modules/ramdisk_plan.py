@@ -109,6 +109,16 @@ options:
     description: Seconds to wait for the host lock when there is something to recover.
     type: int
     default: 300
+  persist_helper:
+    description:
+      - The text of the mount role's C(files/persist.sh), as M(ramdisk.provision.ramdisk_apply) takes it. With it, a
+        persisted mount gets C(todo) from a check-mode run of ramdisk_apply's own steps (its helper, units, timer
+        and backing); without it, a persisted mount always has something to do.
+    type: str
+  zram_allow_swap_cycle:
+    description: The zram role's C(zram_allow_swap_cycle), for the check-mode run that sets each zram device's C(todo).
+    type: bool
+    default: true
 extends_documentation_fragment:
   - ramdisk.provision._attributes
   - ramdisk.provision._attributes.check_mode_full
@@ -183,6 +193,15 @@ ramfs:
   type: list
   elements: dict
   sample: []
+todo:
+  description:
+    - Whether any backend has anything to do; false on a run that would change nothing, so the roles skip the
+      backends. Each tmpfs, ramfs and zram entry has its own C(todo). For persisted mounts and zram devices it comes
+      from M(ramdisk.provision.ramdisk_apply)'s own steps, built in check mode; what that cannot answer counts as to
+      do, so that ramdisk_apply runs and says why.
+  returned: when errors is empty
+  type: bool
+  sample: false
 zram:
   description: The zram devices of the policy (file systems), for the zram role.
   returned: always
@@ -234,6 +253,7 @@ import stat
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
+from ansible_collections.ramdisk.provision.plugins.module_utils._dry_run import mark_todo
 from ansible_collections.ramdisk.provision.plugins.module_utils._executor import Executor, StepError, recover
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_facts import TMP, _read, gather
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
@@ -241,7 +261,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._lock import Hos
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import read_state
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, file_kind, plan_host
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import normalize_path, path_text_problem
-from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
+from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import mem_available, parse_mountinfo
 
 ZRAM_RECORD_DIR = _host_paths.ZRAM_RECORD_DIR
 PERSIST_CONF_DIR = _host_paths.PERSIST_CONF_DIR
@@ -507,6 +527,20 @@ def _recover(module, params):
     return []
 
 
+def _todo(module, params, result):
+    """Whether any backend has anything to do (and each persisted mount and zram device's own todo), from
+    ramdisk_apply's steps built in check mode (_dry_run)."""
+    systemd = os.path.isdir("/run/systemd/system")
+    executor = Executor(lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}), systemd,
+                        params["host"], check=True, persist_helper=params["persist_helper"])
+    settings = {"known": result.get("zram_known") or {}, "persistence": params["zram_persistence"],
+                "allow_swap_cycle": params["zram_allow_swap_cycle"],
+                "allow_algorithm_fallback": params["swap_allow_fallback"],
+                "vendor_tmp": any(os.path.exists(path) for path in _host_paths.VENDOR_TMP_UNITS),
+                "mem_available_bytes": mem_available()}
+    return mark_todo(result, executor, settings, settings["vendor_tmp"])
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -528,6 +562,8 @@ def main():
             zram_persistence=dict(type="str", default="units"),
             recover=dict(type="bool", default=True),
             lock_timeout=dict(type="int", default=300),
+            persist_helper=dict(type="str"),
+            zram_allow_swap_cycle=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -567,6 +603,8 @@ def main():
     result["plan_warnings"] = result.pop("warnings")
     for warning in result["plan_warnings"]:
         module.warn(warning)
+    if not result["errors"]:
+        result["todo"] = _todo(module, params, result)
     # The roles only ask whether it is systemd; with this, no second facts gathering is needed for it.
     result["recovered"] = recovered
     module.exit_json(changed=bool(recovered) and not module.check_mode and params["recover"],

@@ -60,7 +60,7 @@ def test_zram_matches_sysfs(host):
     # ext4 goes on writing to a fresh file system for a while (its journal, lazy inode table init), so
     # mm_stat can move between the collector's read and ours: compare a collection that mm_stat did not
     # move around, read before and after it.
-    for _ in range(10):
+    for _attempt in range(10):
         before = host.file("/sys/block/%s/mm_stat" % device).content_string
         found = samples(collect(host))
         if host.file("/sys/block/%s/mm_stat" % device).content_string == before:

@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.ramdisk.provision.plugins.module_utils import _executor as ex_mod
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_steps as ps
+from ansible_collections.ramdisk.provision.plugins.module_utils._dry_run import mark_todo
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import conf_text, unit_texts
 
@@ -93,7 +94,8 @@ def test_a_migrate_whose_backing_holds_the_data_is_a_plain_mount_filled_by_the_r
     assert steps[restored]["args"]["dest"] == "/srv/a"
 
 
-def test_a_settled_persisted_mount_has_nothing_to_do(persist_host):
+def settled(persist_host):
+    """A persisted mount an earlier run set up whole, and the state of its units: (item, units)."""
     backing = persist_host / "backing"
     os.makedirs(backing / "snap-1")
     os.symlink("snap-1", str(backing / "current"))
@@ -117,8 +119,44 @@ def test_a_settled_persisted_mount_has_nothing_to_do(persist_host):
     units = {"ramdisk-persist-%s.service" % token: ("active", "enabled"),
              "ramdisk-persist-sync-%s.timer" % token: ("active", "static")}
     item["mode"] = None  # the root as it is: nothing to set
+    return item, units
+
+
+def test_a_settled_persisted_mount_has_nothing_to_do(persist_host):
+    item, units = settled(persist_host)
     steps, pivot = ex_mod.build(item, True, Systemd(units=units))
     assert steps == [] and pivot is None
+
+
+def checking(units):
+    ex = Systemd(units=units)
+    ex.check = True
+    return ex
+
+
+def test_the_plan_skips_a_settled_persisted_mount_and_not_one_whose_helper_changed(persist_host):
+    item, units = settled(persist_host)
+    plan = {"tmpfs": [dict(item, todo=True)], "ramfs": [], "zram": [], "brd": {}}
+    assert mark_todo(plan, checking(units), {}, False) is False
+    assert plan["tmpfs"][0]["todo"] is False
+    ex = checking(units)
+    ex.persist_helper = HELPER + "# a newer helper\n"
+    plan["tmpfs"][0]["todo"] = True
+    assert mark_todo(plan, ex, {}, False) is True and plan["tmpfs"][0]["todo"] is True
+    # Without the helper's text the plan cannot tell: ramdisk_apply runs.
+    ex = checking(units)
+    ex.persist_helper = None
+    assert mark_todo(plan, ex, {}, False) is True
+
+
+def test_the_plan_counts_as_to_do_what_the_dry_run_refuses_and_a_persisted_zram_mount(persist_host):
+    item, units = settled(persist_host)
+    units["ramdisk-persist-%s.service" % item["token"]] = ("failed", "enabled")
+    os.unlink(paths.PERSIST_HELPER)
+    plan = {"tmpfs": [dict(item, todo=True)], "ramfs": [], "brd": {},
+            "zram": [{"name": "z", "mount": {"path": "/srv/z", "persist": {"backing": "/srv/zb"}}}]}
+    assert mark_todo(plan, checking(units), {}, False) is True
+    assert plan["tmpfs"][0]["todo"] is True and plan["zram"][0]["todo"] is True
 
 
 def test_a_persisted_mount_that_goes_is_written_back_unmounted_then_returned_to_disk(persist_host, monkeypatch):

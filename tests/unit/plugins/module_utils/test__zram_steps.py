@@ -16,6 +16,7 @@ import pytest
 from ansible_collections.ramdisk.provision.plugins.module_utils import _executor as ex_mod
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _zram_steps as zs
+from ansible_collections.ramdisk.provision.plugins.module_utils._dry_run import mark_todo
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram_plan import unit_name
 
@@ -232,6 +233,21 @@ def test_apply_leaves_the_device_swap_fstab_line_unit_and_record_and_a_rerun_cha
     assert out[0]["changed"] and not os.path.exists(str(host / "journal.jsonl"))
     _ex, again = run([swap(algorithm="lz4")], kernel, host, known=known_from_records())
     assert again[0]["steps"] == [] and not again[0]["changed"]
+
+
+def test_the_plan_skips_a_settled_swap_device_and_not_one_whose_size_changed(host):
+    kernel = FakeKernel()
+    run([swap(algorithm="lz4")], kernel, host)
+    settings = dict(SETTINGS, known=known_from_records())
+    checking = Executor(kernel)
+    checking.check = True
+    plan = {"tmpfs": [], "ramfs": [], "zram": [], "zram_swap": [swap(algorithm="lz4")], "brd": {}}
+    mark_todo(plan, checking, settings, False)
+    assert plan["zram_swap"][0]["todo"] is False
+    plan["zram_swap"] = [swap(algorithm="lz4", size_bytes=128 * MIB)]
+    mark_todo(plan, checking, settings, False)
+    assert plan["zram_swap"][0]["todo"] is True
+    assert kernel.devices["zram0"]["disksize"] == 64 * MIB and kernel.swapping == {"zram0": 100}
 
 
 def test_a_recorded_device_that_is_gone_is_made_again_and_its_old_fstab_line_goes(host):

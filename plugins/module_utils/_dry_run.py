@@ -1,0 +1,44 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Whether ramdisk_apply would change anything, asked by the plan, so that a run with nothing to do skips the
+backend roles and their module runs.
+
+A tmpfs or ramfs mount without persist gets its `todo` from the plan's own reading (_mount_steps.todo). What the
+plan does not read (a persisted mount's units, helper, timer and backing; a zram device's sysfs, boot script and
+units) is asked of the executor itself: the same build() ramdisk_apply runs, in check mode, which reads the host
+and changes nothing. One decision, one place: the plan reports what the executor would do, it does not decide it
+again. Whatever the dry run cannot answer (a step it refuses, a read that fails) counts as work to do, so that
+ramdisk_apply runs and says why.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.ramdisk.provision.plugins.module_utils._executor import ApplyError, StepError, apply
+from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as mount_items
+from ansible_collections.ramdisk.provision.plugins.module_utils._zram_steps import apply_zram
+
+
+def _changed(run):
+    try:
+        return any(item["changed"] for item in run())
+    except (ApplyError, StepError, OSError, KeyError, ValueError):
+        return True
+
+
+def mark_todo(plan, ex, zram_settings, vendor_tmp):
+    """Set `todo` on PLAN's persisted tmpfs and ramfs mounts and on its zram devices (zram, zram_swap) (plan: ramdisk_plan's result;
+    EX: an executor in check mode, with the persist helper's text). A persisted mount without the helper's text,
+    or a zram file system whose mount is persisted, counts as work to do. Returns whether anything has work."""
+    journal = Journal()  # check mode neither opens nor writes it
+    for entry in (plan.get("tmpfs") or []) + (plan.get("ramfs") or []):
+        if entry.get("persist") and entry.get("todo", True) and ex.persist_helper is not None:
+            entry["todo"] = _changed(lambda entry=entry: apply(mount_items([entry], vendor_tmp, ex.systemd), ex,
+                                                               journal, "plan"))
+    for entry in (plan.get("zram") or []) + (plan.get("zram_swap") or []):
+        if (entry.get("mount") or {}).get("persist"):
+            entry["todo"] = True  # the zram role hands its mount to the mount role, which decides on it
+        else:
+            entry["todo"] = _changed(lambda entry=entry: apply_zram([entry], ex, journal, "plan", zram_settings))
+    mounts = (plan.get("tmpfs") or []) + (plan.get("ramfs") or [])
+    return bool(any(entry.get("todo") for entry in mounts + (plan.get("zram") or [])) or plan.get("brd"))
