@@ -32,8 +32,10 @@ done
 if ((${#missing[@]})); then
   echo "bootstrap: installing ${missing[*]} from Debian"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # shellcheck source=scripts/lib/apt.sh
+  source scripts/lib/apt.sh
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 stamp="$VENV/.requirements.sha256"
