@@ -32,6 +32,9 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
     tmpfs_size_bytes,
 )
 
+MIB = 1024 * 1024
+# Stands in an error's advice for the room the RAM budget leaves, known only once every entry is counted.
+ROOM = "\0room\0"
 BACKENDS = ("tmpfs", "ramfs", "zram", "brd")
 PURPOSES = ("tmp", "build", "cache", "database", "custom")
 STATES = ("mounted", "absent")
@@ -180,6 +183,12 @@ def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, 
     result["gates"] = _gates(normalized, facts, host, errors, warnings)
     result["budget"] = ram_budget(normalized, facts, limit, ratio, budget,
                                   swap=_swap_to_count(swap_devices, swap_known, facts, mem_total, swap_defaults))
+    # Advice that is accepted when followed: the room the budget leaves beside everything else it counts (the
+    # entries refused here are not counted), in whole MiB rounded down.
+    room = max(min(limit, mem_total) - result["budget"]["total_bytes"], 0) // MIB
+    errors[:] = [error.replace(ROOM, "Use at most %dM (%s): ramdisk_ram_budget (%s = %s, less %s counted already)"
+                               % (room, format_size(room * MIB), budget, format_size(limit),
+                                  format_size(result["budget"]["total_bytes"]))) for error in errors]
     if not result["budget"]["within"]:
         over = result["budget"]
         errors.append("Host %s: the policy needs up to %s of RAM-backed storage, %s over ramdisk_ram_budget (%s = %s "
@@ -285,10 +294,9 @@ def _normalize(where, item, host, purposes, defaults, state, mem_total, errors, 
                             "expression such as min(ram / 4, 8G).")
             else:
                 if size_bytes > mem_total:
+                    # The advice is filled in by plan_policy once the budget knows what the rest takes (ROOM).
                     entry.error("size", size, "%s, above this host's RAM of %s" % (
-                        format_size(size_bytes), format_size(mem_total)),
-                        "Use at most %s; the RAM budget (ramdisk_ram_budget) caps all mounts together."
-                        % format_size(mem_total))
+                        format_size(size_bytes), format_size(mem_total)), ROOM + " caps all mounts together.")
     mem_limit_bytes = None
     if backend == "zram" and values.get("mem_limit") is not None:
         try:

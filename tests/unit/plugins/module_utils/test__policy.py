@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._policy import (
@@ -352,3 +354,26 @@ def test_a_ramfs_on_the_host_counts_with_its_declared_size():
     budget = ram_budget([], facts, 1 << 30, 2.0)
     assert [(item["bytes"], item["basis"]) for item in budget["counted"]] == [
         (1 << 26, "declared max_size (ramfs has no limit)")]
+
+
+@pytest.mark.parametrize("entries, index", [
+    ([{"path": "/var/cache/x", "size": "64T"}], 0),
+    ([{"path": "/var/cache/x", "size": "32G", "backend": "ramfs"}], 0),
+    ([{"path": "/var/cache/a", "size": "2G"}, {"path": "/var/cache/x", "size": "17G"}], 1),
+    ([{"path": "/var/cache/x", "size": "200%"}, {"path": "/var/cache/b", "size": "1G", "backend": "ramfs"}], 0),
+])
+def test_the_size_a_refusal_advises_is_accepted_when_followed(entries, index):
+    error = one_error(plan(entries))
+    most = re.search(r"Use at most (\d+M) \(", error).group(1)
+    followed = [dict(entry, size=most) if n == index else entry for n, entry in enumerate(entries)]
+    result = plan(followed)
+    assert result["errors"] == [] and result["budget"]["within"]
+    # And it is the most: one MiB more is over the budget.
+    over = [dict(entry, size="%dM" % (int(most[:-1]) + 1)) if n == index else entry for n, entry in enumerate(entries)]
+    assert "over ramdisk_ram_budget" in one_error(plan(over))
+
+
+def test_the_budget_a_refusal_advises_is_accepted_when_followed():
+    error = one_error(plan([{"path": "/var/cache/x", "size": "1G"}], budget="150%"))
+    assert "Use at most 100%" in error
+    assert plan([{"path": "/var/cache/x", "size": "1G"}], budget="100%")["errors"] == []
