@@ -127,12 +127,13 @@ def plan_brd(request, facts, host="localhost", defaults=None):
 
 
 def _module_action(state, count, size_bytes, brd, unmounted=()):
-    """load, ok, reload, unload, absent-ok, or blocked (a disk is in use: a reboot applies the change)."""
+    """load, ok, reload, unload, absent-ok, or blocked (a disk is in use: a reboot applies the change); STATE goes
+    with it, as the executor orders the transactions by it (the mounts before the module when absent)."""
     loaded = bool(brd.get("loaded"))
     in_use = ["%s (%s%s)" % (dev["path"], dev["used_as"], " at " + dev["mountpoint"] if dev.get("mountpoint") else "")
               for dev in brd.get("devices") or () if dev.get("used_as") != "unused" and dev["path"] not in unmounted]
     wanted_kib = size_bytes // 1024 if size_bytes else None
-    plan = {"loaded": loaded, "rd_nr": count, "rd_size_kib": wanted_kib, "in_use": in_use,
+    plan = {"state": state, "loaded": loaded, "rd_nr": count, "rd_size_kib": wanted_kib, "in_use": in_use,
             "reboot_required": False, "reason": None}
     if state == "absent":
         if not loaded:

@@ -28,6 +28,7 @@ import pwd
 import stat
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+from ansible_collections.ramdisk.provision.plugins.module_utils import _brd_steps
 from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import AtomicWriteError, remove_file, write_file
 from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import remove_entry, set_entry
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, boot_id
@@ -40,7 +41,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _zram_ste
 HEADER = "# Written by the ramdisk.provision collection: changes here are overwritten on its next run.\n"
 # Steps that act on mounts: after a reboot they have nothing left to undo or finish.
 LIVE_STEPS = ("mount", "move", "unmount", "remount", "root", "bind", "release", "copy", "systemctl_start", "sync",
-              "verify", "writeback") + _zram_steps.LIVE_STEPS
+              "verify", "writeback") + _zram_steps.LIVE_STEPS + _brd_steps.LIVE_STEPS
 PIVOTS = ("mount", "move", "remount", "unmount", "systemctl_start")
 MAX_LISTED = 10
 
@@ -100,9 +101,10 @@ def _fill_options(options):
     return out
 
 
-class Executor(_zram_steps.ZramSteps, PersistSteps):
+class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
     """Run and undo steps. RUN(argv) -> (rc, out, err); SYSTEMD: whether systemd is the service manager.
-    The zram devices' steps come from _zram_steps.ZramSteps, persist's from _persist_steps.PersistSteps.
+    The zram devices' steps come from _zram_steps.ZramSteps, brd's from _brd_steps.BrdSteps, persist's from
+    _persist_steps.PersistSteps.
     PERSIST_HELPER: the text of the persist helper (roles/mount/files/persist.sh), for mounts with persist."""
 
     def __init__(self, run, systemd, host, journal=None, check=False, persist_helper=None):
@@ -365,6 +367,8 @@ class Executor(_zram_steps.ZramSteps, PersistSteps):
             return False
         if step["step"] in _zram_steps.PIVOTS:
             return self.zram_took_effect(step, args, same_boot)
+        if step["step"] in _brd_steps.PIVOTS:
+            return self.brd_took_effect(step, args, same_boot)
         mount = top_mount(args["path"])
         if step["step"] == "mount":
             return mount is not None and mount["mount_id"] != args.get("below") and mount["fstype"] == args["fstype"]

@@ -395,8 +395,8 @@ def zram_facts(mountinfo, swaps, records=None):
 
 def brd_facts(mountinfo, swaps):
     """brd's parameters and its /dev/ramN disks with what uses them."""
-    params = "/sys/module/brd/parameters"
-    loaded = os.path.isdir("/sys/module/brd")
+    params = _host_paths.BRD_PARAMETERS
+    loaded = os.path.isdir(_host_paths.BRD_MODULE)
 
     def param(name):
         value = (_read(os.path.join(params, name)) or "").strip()

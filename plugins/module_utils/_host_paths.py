@@ -54,6 +54,14 @@ ZRAM_UNIT = UNIT_DIR + "/ramdisk-zram@.service"
 ZRAM_UNIT_WANTS = UNIT_DIR + "/local-fs-pre.target.wants"
 ZRAM_GENERATOR_DIR = "/etc/systemd/zram-generator.conf.d"
 
+# brd: the module's sysfs directory (there while it is loaded) and parameters; the files that load it at boot
+# with its disks (systemd-modules-load), named as community.general.modprobe `persistent: present` names them, so
+# hosts set up by earlier versions of the brd role are taken over.
+BRD_MODULE = "/sys/module/brd"
+BRD_PARAMETERS = BRD_MODULE + "/parameters"
+BRD_MODULES_LOAD = "/etc/modules-load.d/brd.conf"
+BRD_MODPROBE = "/etc/modprobe.d/brd.conf"
+
 
 def zram_record_file(name):
     return "%s/%s.conf" % (ZRAM_RECORD_DIR, name)

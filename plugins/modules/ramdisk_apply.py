@@ -38,6 +38,12 @@ description:
     file system (migrate included), the boot-time setup unit or zram-generator drop-in, the record and the
     C(/etc/fstab) line. When one fails, every device this run made is turned off, reset and removed, every file
     is put back, and the message says which devices of these entries the host holds now.
+  - With O(brd), also carries out the brd role's plan, after the zram devices - the module as one transaction
+    (C(modprobe brd rd_nr=N rd_size=K), for a new count or size C(modprobe -r brd) first, then
+    C(/etc/modules-load.d/brd.conf) and C(/etc/modprobe.d/brd.conf), which load it at boot on systemd hosts), then
+    each disk as one more (C(mkfs) where the disk has no file system of its type, and its mount). With state
+    absent, the disks are unmounted first, then brd is unloaded and its boot files removed. A plan that is
+    C(blocked) (a disk in use) changes nothing live. When one fails, every brd transaction of this run is undone.
 author: ramdisk.provision maintainers (@ramdisk-provision)
 options:
   host:
@@ -76,6 +82,12 @@ options:
     description: The zram role's C(zram_allow_algorithm_fallback).
     type: bool
     default: false
+  brd:
+    description:
+      - The brd role's plan (C(module) and C(mounts), as the C(ramdisk.provision.brd_plan) filter gives them). A
+        mount with persist gets only its C(mkfs) here; RV(brd) returns its mount, for the mount role.
+    type: dict
+    default: {}
   lock_timeout:
     description: Seconds to wait for another run on the host to finish before failing.
     type: int
@@ -153,6 +165,28 @@ zram:
       steps: [zram_add, zram_set, mkswap, swapon, file, file, file, reload, systemctl, swap_fstab]
       changed: true
       report: "swap: /dev/zram1, swap priority 100, 72.0 MiB lz4"
+brd:
+  description:
+    - For each brd transaction in its order (the module, each disk), what it is, the plan's action and reason, the
+      steps this run took (or would take), and C(mount), a persisted disk's mount for the mount role (else null).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - what: brd module
+      path: brd module
+      action: load
+      reason: null
+      mount: null
+      steps: [brd_load, file, file]
+      changed: true
+    - what: /srv/brd (/dev/ram0)
+      path: /srv/brd (/dev/ram0)
+      action: mount
+      reason: null
+      mount: null
+      steps: [mkfs, mkdir, mount, root, fstab, reload, file, file]
+      changed: true
 lock:
   description: How long this run waited for the host lock, and the run that left it without releasing it, if any.
   returned: when not in check mode
@@ -166,6 +200,7 @@ import uuid
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+from ansible_collections.ramdisk.provision.plugins.module_utils._brd_steps import apply_brd
 from ansible_collections.ramdisk.provision.plugins.module_utils._executor import (
     ApplyError, Executor, StepError, apply, planned_records, recover, top_mount)
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
@@ -204,6 +239,13 @@ def _as_found_before(entries, records):
     return out
 
 
+def _brd_as_found_before(plan, records):
+    """The brd PLAN with its mounts as _as_found_before() gives them."""
+    if not plan.get("mounts"):
+        return plan
+    return dict(plan, mounts=_as_found_before(plan["mounts"], records))
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -214,6 +256,7 @@ def main():
             zram_persistence=dict(type="str", choices=["units", "generator"], default="units"),
             zram_allow_swap_cycle=dict(type="bool", default=True),
             zram_allow_algorithm_fallback=dict(type="bool", default=False),
+            brd=dict(type="dict", default={}),
             lock_timeout=dict(type="int", default=300),
             run_id=dict(type="str"),
             persist_helper=dict(type="str"),
@@ -225,6 +268,7 @@ def main():
     systemd = os.path.isdir("/run/systemd/system")
     vendor_tmp = any(os.path.exists(path) for path in paths.VENDOR_TMP_UNITS)
     entries = module.params["mounts"]
+    brd_plan = module.params["brd"] or {}
     if any(entry.get("persist") for entry in entries) and not module.params["persist_helper"]:
         module.fail_json(msg="Host %s: a mount with persist needs persist_helper (the text of the mount role's "
                              "files/persist.sh)." % host)
@@ -249,12 +293,13 @@ def main():
             recovered = recover(executor, journal)
             done = apply(mount_items(_as_found_before(entries, records), vendor_tmp, systemd), executor, journal, run)
             zram = apply_zram(module.params["zram_devices"], executor, journal, run, zram_settings)
-        except (JournalError, StepError) as exc:
-            module.fail_json(msg="Host %s: %s" % (host, exc))
+            brd = apply_brd(_brd_as_found_before(brd_plan, records), executor, journal, run)
+        except (ApplyError, JournalError, StepError) as exc:
+            module.fail_json(msg=str(exc) if isinstance(exc, ApplyError) else "Host %s: %s" % (host, exc))
         for warning in executor.warnings:
             module.warn(warning)
-        module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done + zram), mounts=done,
-                         zram=zram_out(zram), recovered=recovered)
+        module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done + zram + brd), mounts=done,
+                         zram=zram_out(zram), brd=brd, recovered=recovered)
 
     client = (os.environ.get("SSH_CLIENT") or "").split()
     lock = HostLock(holder={"run": run, "controller": client[0] if client else "local connection",
@@ -268,7 +313,7 @@ def main():
         records = planned_records(journal.read())
         recovered = recover(executor, journal)
         items = mount_items(_as_found_before(entries, records), vendor_tmp, systemd)
-        stale = _stale(host, entries)
+        stale = _stale(host, entries + list(brd_plan.get("mounts") or []))
         if stale:
             module.fail_json(msg="Host %s: the host changed after this run planned it, so this run changed nothing "
                                  "(%s). %s Run again: the next run plans from what is there now."
@@ -278,6 +323,7 @@ def main():
                              recovered=recovered)
         done = apply(items, executor, journal, run)
         zram = apply_zram(module.params["zram_devices"], executor, journal, run, zram_settings)
+        brd = apply_brd(_brd_as_found_before(brd_plan, records), executor, journal, run)
     except (ApplyError, JournalError) as exc:
         module.fail_json(msg=str(exc) if isinstance(exc, ApplyError) else "Host %s: %s" % (host, exc))
     except StepError as exc:
@@ -287,8 +333,8 @@ def main():
         lock.release()
     for warning in executor.warnings:
         module.warn(warning)
-    module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done + zram), mounts=done,
-                     zram=zram_out(zram), recovered=recovered,
+    module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done + zram + brd), mounts=done,
+                     zram=zram_out(zram), brd=brd, recovered=recovered,
                      lock={"waited": round(taken.get("waited") or 0, 1), "stale": taken.get("stale")})
 
 
