@@ -13,6 +13,7 @@ ramdisk_apply runs and says why.
 
 from __future__ import annotations
 
+from ansible_collections.ramdisk.provision.plugins.module_utils._brd_steps import apply_brd
 from ansible_collections.ramdisk.provision.plugins.module_utils._executor import ApplyError, StepError, apply
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as mount_items
@@ -27,9 +28,10 @@ def _changed(run):
 
 
 def mark_todo(plan, ex, zram_settings, vendor_tmp):
-    """Set `todo` on PLAN's persisted tmpfs and ramfs mounts and on its zram devices (zram, zram_swap) (plan: ramdisk_plan's result;
-    EX: an executor in check mode, with the persist helper's text). A persisted mount without the helper's text,
-    or a zram file system whose mount is persisted, counts as work to do. Returns whether anything has work."""
+    """Set `todo` on PLAN's persisted tmpfs and ramfs mounts, on its zram devices (zram, zram_swap) and on its brd
+    plan (PLAN: ramdisk_plan's result; EX: an executor in check mode, with the persist helper's text). A persisted
+    mount without the helper's text, or a zram or brd file system whose mount is persisted, counts as work to do.
+    Returns whether anything has work."""
     journal = Journal()  # check mode neither opens nor writes it
     for entry in (plan.get("tmpfs") or []) + (plan.get("ramfs") or []):
         if entry.get("persist") and entry.get("todo", True) and ex.persist_helper is not None:
@@ -40,5 +42,10 @@ def mark_todo(plan, ex, zram_settings, vendor_tmp):
             entry["todo"] = True  # the zram role hands its mount to the mount role, which decides on it
         else:
             entry["todo"] = _changed(lambda entry=entry: apply_zram([entry], ex, journal, "plan", zram_settings))
+    brd = plan.get("brd") or {}
+    if brd:
+        # A persisted disk's mount is the mount role's to decide on, as for zram.
+        brd["todo"] = any(mount.get("persist") for mount in brd.get("mounts") or []) or _changed(
+            lambda: apply_brd(brd, ex, journal, "plan"))
     mounts = (plan.get("tmpfs") or []) + (plan.get("ramfs") or [])
-    return bool(any(entry.get("todo") for entry in mounts + (plan.get("zram") or [])) or plan.get("brd"))
+    return bool(any(entry.get("todo") for entry in mounts + (plan.get("zram") or [])) or brd.get("todo"))

@@ -15,6 +15,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _brd_step
 from ansible_collections.ramdisk.provision.plugins.module_utils import _executor as ex_mod
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _zram_steps as zs
+from ansible_collections.ramdisk.provision.plugins.module_utils._dry_run import mark_todo
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal
 from test__zram_steps import FSTAB, Executor as ZramExecutor
 from test__zram_steps import host  # noqa: F401 # pylint: disable=unused-import
@@ -137,6 +138,19 @@ def test_loaded_as_asked_and_mounted_there_is_nothing_to_do(brd_host):
     ex, out = run(plan(brd_host, action="ok", mount_action="ok"), kernel, brd_host)
     assert [item["steps"] for item in out] == [[], []] and not any(item["changed"] for item in out)
     assert ex.calls == []  # the mounted disk is in use: no blkid, no mkfs
+
+
+def test_the_plan_skips_brd_loaded_and_mounted_as_asked_and_not_a_new_count(brd_host):
+    kernel = FakeKernel()
+    run(plan(brd_host), kernel, brd_host)
+    before = host_files(brd_host)
+    for the_plan, todo in ((plan(brd_host, action="ok", mount_action="ok"), False),
+                           (plan(brd_host, action="reload", rd_nr=3, mount_action="ok"), True)):
+        checking = Executor(kernel)
+        checking.check = True
+        whole = {"tmpfs": [], "ramfs": [], "zram": [], "brd": the_plan}
+        assert mark_todo(whole, checking, {}, False) is todo and the_plan["todo"] is todo
+    assert host_files(brd_host) == before
 
 
 def test_files_of_earlier_versions_are_taken_over_without_a_change(brd_host):
