@@ -194,23 +194,32 @@ def target_colors(records):
 def _bar_chart(filename, title, ylabel, categories, series, log=False):
     """Grouped bars: one group per category, one bar per series (name, color, values, lows, highs);
     the error bar of a bar spans its lowest and highest run. The legend sits beside the plot, never
-    over a bar. A log axis only when the bars differ by more than 100 times, and the axis label says so."""
+    over a bar. A log axis only when the values differ by more than 100 times, and the axis label says so; there
+    each value is a dot, as a bar's length means nothing on a log axis."""
     width = 0.8 / max(len(series), 1)
     figure, axes = plt.subplots(figsize=(max(6.5, 1.4 * len(categories) + 4.5), 4.4), dpi=100)
+    shown = [value for _name, _color, values, _lows, _highs in series for value in values if value]
+    use_log = bool(log and shown and max(shown) / min(shown) > 100)
     for number, (name, color, values, lows, highs) in enumerate(series):
         positions = [index + (number - (len(series) - 1) / 2.0) * width for index in range(len(categories))]
         heights = [value if value else 0 for value in values]
         errors = [[max(value - low, 0) if value and low else 0 for value, low in zip(values, lows)],
                   [max(high - value, 0) if value and high else 0 for value, high in zip(values, highs)]]
         spread = any(errors[0]) or any(errors[1])
-        axes.bar(positions, heights, width, label=name, color=color, edgecolor="black", linewidth=0.4,
-                 yerr=errors if spread else None, capsize=3, error_kw={"elinewidth": 0.8})
+        if use_log:
+            kept = [n for n, value in enumerate(values) if value]
+            axes.errorbar([positions[n] for n in kept], [values[n] for n in kept],
+                          yerr=[[errors[0][n] for n in kept], [errors[1][n] for n in kept]] if spread else None,
+                          fmt="o", markersize=7, color=color, markeredgecolor="black", markeredgewidth=0.4,
+                          ecolor="black", elinewidth=0.8, capsize=3, label=name)
+        else:
+            axes.bar(positions, heights, width, label=name, color=color, edgecolor="black", linewidth=0.4,
+                     yerr=errors if spread else None, capsize=3, error_kw={"elinewidth": 0.8})
     axes.set_xticks(range(len(categories)))
     axes.set_xticklabels(categories, rotation=20 if len(categories) > 4 else 0,
                          ha="right" if len(categories) > 4 else "center")
     axes.set_title(title)
-    shown = [value for _name, _color, values, _lows, _highs in series for value in values if value]
-    if log and shown and max(shown) / min(shown) > 100:
+    if use_log:
         axes.set_yscale("log")
         ylabel += " (log scale)"
     axes.set_ylabel(ylabel)
@@ -242,7 +251,7 @@ def _series_by_target(records, tool, test, op, metric, scale, colors):
     return hosts, series
 
 
-def _ratio_chart(filename, rows):
+def _ratio_chart(filename, rows, hosts=None):
     """One line per compared test of the first group (all hosts): how many times better RAM is than disk
     (geometric mean over its hosts and RAM targets) as a dot, the range the runs allow as a whisker,
     and the 1x line. Ratios run from below 1 to thousands, so the axis is logarithmic and says so; dots
@@ -272,7 +281,9 @@ def _ratio_chart(filename, rows):
     axes.set_ylim(-0.8, len(rows) - 0.2)
     axes.set_xlabel("times better than disk, log scale\n(dot: geometric mean over the hosts and RAM targets; line: "
                     "range of the runs; grey: no clear difference)", fontsize="small")
-    axes.set_title("RAM against disk, hosts of group %s" % first)
+    # HOSTS: their names when every group holds the same hosts, which then name the chart better than the groups.
+    where = "host%s %s" % ("s" if "," in hosts else "", hosts) if hosts else "hosts of group %s" % first
+    axes.set_title("RAM against disk, %s" % where)
     axes.grid(axis="x", alpha=0.3, which="both")
     figure.tight_layout()
     figure.savefig(filename, format="png", metadata={"Software": None})
@@ -383,7 +394,9 @@ def draw_charts(path, records, group_rows_bw, group_ratios=None, latency_bins=No
         return written
     colors = target_colors(records)
     if group_ratios:
-        _ratio_chart(os.path.join(path, "ratios.png"), group_ratios)
+        groups = set(row["group"] for row in group_ratios)
+        _ratio_chart(os.path.join(path, "ratios.png"), group_ratios,
+                     ", ".join(sorted(set(r["host"] for r in records))) if len(groups) == 1 else None)
         written.append("ratios.png")
     if latency_bins:
         written += draw_latency_charts(path, records, latency_bins)
@@ -404,7 +417,9 @@ def draw_charts(path, records, group_rows_bw, group_ratios=None, latency_bins=No
         written.append(name)
 
     # Per group: geometric mean throughput of RAM and of disk targets.
-    if group_rows_bw:
+    # Per group only where there are groups of different hosts to set side by side (group_ratios names groups of
+    # the same hosts together).
+    if group_rows_bw and len(set(row["group"] for row in group_ratios or group_rows_bw)) > 1:
         groups = sorted(set(row["group"] for row in group_rows_bw))
         series = []
         shades = {("ram", "seq_write"): "#ff7f0e", ("ram", "seq_read"): "#ffbb78",
@@ -494,6 +509,45 @@ def _runs_words(data, short=False):
     return "%d to %d runs%s" % (fewest, most, "" if short else " (more where the first ones scattered)")
 
 
+# A comparison whose runs' ratios spread wider than this (highest over lowest) is flagged as unsteady.
+UNSTEADY = 1.25
+TOP = 3
+
+
+def unsteady(row):
+    low, high = row.get("ratio_low"), row.get("ratio_high")
+    return bool(low and high and high / low > UNSTEADY)
+
+
+def verdict_lines(data):
+    """One sentence per host: what RAM bought there, in words and numbers (the clearest comparisons first), how
+    many comparisons could not tell RAM from disk, and how many were unsteady."""
+    out = []
+    for host in sorted(set(row["host"] for row in data.get("ratios") or [])):
+        rows = [row for row in data["ratios"] if row["host"] == host]
+        clear = sorted((row for row in rows if row["clear"]), key=lambda row: -max(row["ratio"], 1 / row["ratio"]))
+        shaky = sum(1 for row in rows if unsteady(row))
+        best = ", ".join("%s %s (%s, runs %s)" % (
+            row["title"], row["words"], row["ram_backend"], _range(row["ratio_low"], row["ratio_high"], row["ratio"], True))
+            for row in clear[:TOP])
+        text = ("Host %s: RAM was clearly ahead of disk in %d of %d comparisons%s" % (
+            host, len(clear), len(rows), ": " + best + ("; %d more in the table" % (len(clear) - TOP)
+                                                        if len(clear) > TOP else "") if clear else ""))
+        if len(rows) > len(clear):
+            text += ". In %d the runs of RAM and disk overlap: no clear difference" % (len(rows) - len(clear))
+        if shaky:
+            text += (". %d of %d are unsteady (their runs spread more than %d%%): run the standard profile for "
+                     "figures to rely on" % (shaky, len(rows), round((UNSTEADY - 1) * 100)))
+        out.append(text + ".")
+    return out
+
+
+def _one_group(data):
+    """The hosts' names when every group holds the same hosts (then per-group figures repeat the per-host ones)."""
+    groups = set(row["group"] for row in data.get("group_ratios") or [])
+    return ", ".join(data.get("hosts") or []) if len(groups) == 1 else None
+
+
 def summary_lines(data):
     """The few lines the terminal shows: per RAM backend and test, the first group's (all hosts) result
     and the range of the runs."""
@@ -503,9 +557,12 @@ def summary_lines(data):
     if not rows:
         return ["No RAM-versus-disk comparison: no host had both a RAM target and a disk target."]
     first = rows[0]["group"]
-    lines = list(data.get("warnings") or []) + list(data.get("skipped") or [])
-    lines.append("RAM against disk on the hosts of %s (%s profile, geometric means of %s, range of the runs):"
-                 % (first, data["profile"], _runs_words(data, short=True)))
+    # The answer first; what did not run or went wrong after the figures.
+    lines = verdict_lines(data)
+    hosts = _one_group(data)
+    where = "host%s %s" % ("s" if "," in hosts else "", hosts) if hosts else "the hosts of " + first
+    lines.append("RAM against disk on %s (%s profile, geometric means of %s, range of the runs):"
+                 % (where, data["profile"], _runs_words(data, short=True)))
     width = max(len(row["title"]) for row in rows)
     for row in rows:
         if row["group"] != first:
@@ -515,6 +572,7 @@ def summary_lines(data):
             row["ram_backend"], width, row["title"], row["words"],
             _range(row["ratio_low"], row["ratio_high"], row["ratio_geomean"], row["clear"] > 0),
             "; %d of %d comparisons unclear" % (unclear, row["rows"]) if unclear and row["clear"] else ""))
+    lines += list(data.get("warnings") or []) + list(data.get("skipped") or [])
     if data.get("unsettled"):
         lines.append("%d figures had not settled after their last round (listed in the report): their runs scatter."
                      % len(data["unsettled"]))
@@ -531,20 +589,25 @@ def report_sections(data, charts):
     """The report as a list of (kind, payload): ('h', text), ('p', text), ('table', (headers, rows)),
     ('img', file), rendered to Markdown and HTML alike."""
     runs = _runs_words(data)
-    out = [("h1", data["title"]),
-           ("p", "Run %s, profile %s, generated %s. Every figure is the median of %s, with the lowest and "
-                 "highest run beside it. RAM against disk is taken between the geometric means of the two sides' runs; "
-                 "a comparison whose RAM runs and disk runs overlap says \"no clear difference\": its runs cannot "
-                 "tell RAM from disk. Raw files per host are in the host's directory; "
-                 "every figure is in results.json and results.csv, every run in runs.csv."
-                 % (data["run_id"], data["profile"], data["generated"], runs))]
+    out = [("h1", data["title"])]
+    verdicts = verdict_lines(data)
+    if verdicts:
+        out.append(("h2", "What RAM bought"))
+        out.append(("list", verdicts))
+    out += [("p", "Run %s, profile %s, generated %s. Every figure is the median of %s, with the lowest and "
+                  "highest run beside it. RAM against disk is taken between the geometric means of the two sides' runs; "
+                  "a comparison whose RAM runs and disk runs overlap says \"no clear difference\": its runs cannot "
+                  "tell RAM from disk. Raw files per host are in the host's directory; "
+                  "every figure is in results.json and results.csv, every run in runs.csv."
+                  % (data["run_id"], data["profile"], data["generated"], runs))]
     if data.get("seeds"):
         out += seed_sections(data)
     if data.get("skipped"):
         out.append(("list", data["skipped"]))
     if "ratios.png" in charts:
         out.append(("img", ("ratios.png", "How many times better RAM is than disk, per test, with the range of the runs")))
-    if data["group_ratios"]:
+    # Per group only where the groups differ in their hosts; otherwise it repeats the per-host table.
+    if data["group_ratios"] and not _one_group(data):
         out.append(("h2", "Per group (geometric mean over the group's hosts and RAM targets)"))
         out.append(("table", (["group", "RAM backend", "test", "hosts", "result", "range of the runs", "clear"],
                               [[r["group"], r["ram_backend"], r["title"], r["hosts"], r["words"],
@@ -556,7 +619,8 @@ def report_sections(data, charts):
     out.append(("table", (["host", "RAM", "disk", "test", "result", "range of the runs", "runs"],
                           [[r["host"], "%s (%s, %s)" % (r["ram_label"], r["ram_backend"], paths[(r["host"], r["ram_label"])]),
                             "%s (%s)" % (r["disk_label"], paths[(r["host"], r["disk_label"])]), r["title"], r["words"],
-                            _range(r["ratio_low"], r["ratio_high"], r["ratio"], r["clear"]), r["runs"]]
+                            _range(r["ratio_low"], r["ratio_high"], r["ratio"], r["clear"])
+                            + (" (unsteady)" if unsteady(r) else ""), r["runs"]]
                            for r in data["ratios"]])))
     for name, caption in (("throughput_write.png", "Sequential write throughput per host"),
                           ("throughput_read.png", "Sequential read throughput per host"),

@@ -111,12 +111,20 @@ def test_report_and_charts():
     for name in ("report.md", "report.html"):
         assert os.path.getsize(os.path.join(RESULTS, name)) > 0
     pngs = [name for name in os.listdir(RESULTS) if name.endswith(".png")]
-    assert {"ratios.png", "throughput_write.png", "throughput_read.png", "throughput_groups.png", "iops.png",
+    assert {"ratios.png", "throughput_write.png", "throughput_read.png", "iops.png",
             "latency_p99.png", "memcopy_fraction.png", "latency_randrw_read.png", "latency_fsync_sync.png"} <= set(pngs)
+    # Both hosts are in the same groups (lab, all): no per-group chart repeating the per-host ones.
+    assert "throughput_groups.png" not in pngs
     for png in pngs:
         with open(os.path.join(RESULTS, png), "rb") as handle:
             assert handle.read(8) == PNG_SIGNATURE, png
-    assert "ram (tmpfs, /srv/ram)" in open(os.path.join(RESULTS, "report.md"), encoding="utf-8").read()
+    report = open(os.path.join(RESULTS, "report.md"), encoding="utf-8").read()
+    assert "ram (tmpfs, /srv/ram)" in report
+    # The report opens with one sentence per host on what RAM bought.
+    opening = report.split("\n\n", 3)[2]
+    with open(os.path.join(RESULTS, "results.json"), encoding="utf-8") as handle:
+        hosts = set(row["host"] for row in json.load(handle)["ratios"])
+    assert opening.count("- Host ") == len(hosts)
 
 
 def _visits(directory, name):

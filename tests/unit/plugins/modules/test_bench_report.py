@@ -46,7 +46,7 @@ def test_report_files_fields_and_a_second_run(tmp_path, run_dir):
     assert result["hosts"] == ["lab-debian12"]
     names = set(os.path.basename(f) for f in result["files"])
     assert {"results.json", "results.csv", "runs.csv", "report.md", "report.html", "ratios.png", "throughput_write.png",
-            "throughput_read.png", "throughput_groups.png", "iops.png", "latency_p99.png",
+            "throughput_read.png", "iops.png", "latency_p99.png",
             "memcopy_fraction.png", "latency_randrw_read.png", "latency_randrw_write.png",
             "latency_fsync_sync.png"} <= names
     for name in names:
@@ -64,6 +64,16 @@ def test_report_files_fields_and_a_second_run(tmp_path, run_dir):
     assert len(rows) == len(data["records"]) and list(rows[0]) == list(COLUMNS)
     report = (run_dir / "report.md").read_text()
     assert "![Sequential write throughput per host](throughput_write.png)" in report
+    # One host in every group: no per-group table or chart repeating the per-host figures; the report opens
+    # with what RAM bought on each host.
+    assert "throughput_groups.png" not in names and "Per group" not in report
+    lines = report.splitlines()
+    assert lines[2] == "## What RAM bought" and lines[4].startswith("- Host lab-debian12: RAM was clearly ahead of disk in ")
+    verdict = lines[4]
+    clear = sum(1 for r in data["ratios"] if r["clear"])
+    assert " in %d of %d comparisons" % (clear, len(data["ratios"])) in verdict
+    shaky = sum(1 for r in data["ratios"] if r["ratio_high"] / r["ratio_low"] > 1.25)
+    assert ("%d of %d are unsteady" % (shaky, len(data["ratios"])) in verdict) == bool(shaky)
     assert "Memory ceiling" in report and "\u00d7" in report
     # The HTML carries its charts inline: one file to mail or attach.
     html = (run_dir / "report.html").read_text()
@@ -91,8 +101,10 @@ def test_report_of_three_rounds_carries_the_spread(tmp_path):
     shutil.copytree(RUN + "-rounds", run_dir)
     result = run_module(tmp_path, path=str(run_dir), groups={"lab-debian12": ["lab", "all"]}, charts=False)
     assert result.get("failed") is not True, result
-    assert result["summary"][0].startswith("RAM against disk on the hosts of all, lab (quick profile, geometric means of 3 runs")
-    assert len(result["summary"]) == 1 + 13
+    # The answer first: one sentence for the one host, then the figures.
+    assert result["summary"][0].startswith("Host lab-debian12: RAM was clearly ahead of disk in 13 of 13 comparisons")
+    assert result["summary"][1].startswith("RAM against disk on host lab-debian12 (quick profile, geometric means of 3 runs")
+    assert len(result["summary"]) == 2 + 13
     data = json.loads((run_dir / "results.json").read_text())
     assert data["runs_per_figure"] == 3 and len(data["runs"]) == 3 * len(data["records"])
     with open(run_dir / "runs.csv", newline="") as handle:
