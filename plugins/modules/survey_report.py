@@ -119,13 +119,14 @@ unanswered:
 
 import datetime
 import json
+import math
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _survey
 from ansible_collections.ramdisk.provision.plugins.module_utils._report import (
-    HAS_MATPLOTLIB, MATPLOTLIB_IMPORT_ERROR, plt, render_html, render_markdown)
+    HAS_MATPLOTLIB, MATPLOTLIB_IMPORT_ERROR, plt, render_html, render_markdown, ticker)
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import format_size
 
 
@@ -140,6 +141,21 @@ def _save(figure, path, name):
     return name
 
 
+def _size_ticks(axis, low, high):
+    """Ticks at the binary sizes (1 B, 1 KiB, ... 1 TiB, and 16x steps between) that fall in LOW-HIGH."""
+    names = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    ticks = [16 ** power for power in range(0, 13) if low <= 16 ** power <= high]
+    if len(ticks) < 2:
+        ticks = [4 ** power for power in range(0, 26) if low <= 4 ** power <= high]
+    axis.set_ticks(ticks)
+    labels = []
+    for tick in ticks:
+        power = int(math.log(tick, 1024) + 1e-9)
+        labels.append("%d %s" % (tick // 1024 ** power, names[power]))
+    axis.set_ticklabels(labels)
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
 def draw_charts(path, rows):
     """tmp_usage.png, tmp_vs_ram.png and memory_swap.png; their file names."""
     if not rows:
@@ -148,14 +164,17 @@ def draw_charts(path, rows):
     # /tmp usage spans bytes to terabytes: logarithmic bins, labelled in sizes.
     figure, axes = plt.subplots(figsize=(8.5, 4), dpi=100)
     usage = [max(row["tmp_bytes"], 1) for row in rows]
-    edges = [4.0 ** power for power in range(0, 22)]
+    # The bins and the axis span the data (a bin of 4x on each side), not bytes to terabytes.
+    low = int(math.floor(math.log(min(usage), 4))) - 1
+    high = int(math.ceil(math.log(max(usage), 4))) + 1
+    edges = [4.0 ** power for power in range(max(low, 0), high + 1)]
     axes.hist(usage, bins=edges, color="#1f77b4", edgecolor="black", linewidth=0.4)
     axes.set_xscale("log")
-    ticks = [1, 1024, 1024 ** 2, 1024 ** 3, 1024 ** 4]
-    axes.set_xticks(ticks)
-    axes.set_xticklabels(["1 B", "1 KiB", "1 MiB", "1 GiB", "1 TiB"])
+    axes.set_xlim(edges[0], edges[-1])
+    _size_ticks(axes.xaxis, edges[0], edges[-1])
     axes.set_xlabel("/tmp usage (log scale, bins of 4x)")
     axes.set_ylabel("hosts")
+    axes.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     axes.set_title("/tmp usage across %d hosts" % len(rows))
     axes.grid(axis="y", alpha=0.3)
     written.append(_save(figure, path, "tmp_usage.png"))
@@ -171,15 +190,18 @@ def draw_charts(path, rows):
             axes.scatter([row["mem_total"] / 1024.0 ** 3 for row in chosen],
                          [max(row["tmp_bytes"], 1) for row in chosen],
                          s=18, color=color, edgecolor="black", linewidth=0.3, label="%s (%d)" % (label, len(chosen)))
-    top = max(row["mem_total"] for row in rows) / 1024.0 ** 3
-    line = [0.1, max(top, 0.2) * 1.5]
-    axes.plot(line, [value / 2 * 1024.0 ** 3 for value in line], color="black", linewidth=0.8, linestyle="--",
-              label="half of RAM")
+    # The axes span the hosts' RAM and /tmp and the half-of-RAM line over that RAM, with a margin.
+    rams = [row["mem_total"] / 1024.0 ** 3 for row in rows]
+    line = [min(rams) / 1.5, max(rams) * 1.5]
+    halves = [value / 2 * 1024.0 ** 3 for value in line]
+    axes.plot(line, halves, color="black", linewidth=0.8, linestyle="--", label="half of RAM")
     axes.set_xscale("log")
     axes.set_yscale("log")
-    axes.set_yticks(ticks)
-    axes.set_yticklabels(["1 B", "1 KiB", "1 MiB", "1 GiB", "1 TiB"])
-    axes.set_ylim(0.5, max(2 * 1024 ** 4, max(row["tmp_bytes"] for row in rows) * 2))
+    axes.set_xlim(line[0], line[1])
+    bottom = min(usage + halves) / 4.0
+    top = max(usage + halves) * 4.0
+    axes.set_ylim(bottom, top)
+    _size_ticks(axes.yaxis, bottom, top)
     axes.set_xlabel("RAM, GiB (log scale)")
     axes.set_ylabel("/tmp usage (log scale)")
     axes.set_title("/tmp usage against RAM")
@@ -187,21 +209,32 @@ def draw_charts(path, rows):
     axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     written.append(_save(figure, path, "tmp_vs_ram.png"))
 
-    figure, (memory, swap) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=100)
+    # Swap only where some host has it, and swap used only where some host uses it: nothing is drawn for a
+    # quantity that is zero on every host.
+    swaps = [row["swap_total"] / 1024.0 ** 3 for row in rows]
+    used = [row["swap_used"] / 1024.0 ** 3 for row in rows]
+    if any(swaps):
+        figure, (memory, swap) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=100)
+    else:
+        figure, memory = plt.subplots(figsize=(6, 3.8), dpi=100)
+        swap = None
     totals = [row["mem_total"] / 1024.0 ** 3 for row in rows]
     memory.hist(totals, bins=min(30, max(5, len(set(totals)))), color="#1f77b4", edgecolor="black", linewidth=0.4)
     memory.set_xlabel("RAM, GiB")
     memory.set_ylabel("hosts")
-    memory.set_title("Total memory")
-    swaps = [row["swap_total"] / 1024.0 ** 3 for row in rows]
-    used = [row["swap_used"] / 1024.0 ** 3 for row in rows]
-    swap.hist([swaps, used], bins=min(30, max(5, len(set(swaps)))), color=["#9467bd", "#d62728"],
-              label=["swap total", "swap used"], edgecolor="black", linewidth=0.4)
-    swap.set_xlabel("GiB")
-    swap.set_title("Swap")
-    swap.legend(fontsize="small")
+    memory.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+    memory.set_title("Total memory" if swap is not None else "Total memory (no host has swap)")
+    if swap is not None:
+        series = [(swaps, "#9467bd", "swap total")] + ([(used, "#d62728", "swap used")] if any(used) else [])
+        swap.hist([values for values, _color, _label in series], bins=min(30, max(5, len(set(swaps)))),
+                  color=[color for _values, color, _label in series], label=[label for _v, _c, label in series],
+                  edgecolor="black", linewidth=0.4)
+        swap.set_xlabel("GiB")
+        swap.set_title("Swap" if any(used) else "Swap (no host uses any)")
+        swap.legend(fontsize="small")
     for axes in (memory, swap):
-        axes.grid(axis="y", alpha=0.3)
+        if axes is not None:
+            axes.grid(axis="y", alpha=0.3)
     written.append(_save(figure, path, "memory_swap.png"))
     return written
 

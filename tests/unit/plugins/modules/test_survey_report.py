@@ -105,3 +105,27 @@ def test_a_host_under_a_cgroup_limit_is_an_outlier_on_its_limit(tmp_path):
     data = json.loads((path / "survey.json").read_text())
     (row,) = [row for row in data["rows"] if row["host"] == "small"]
     assert row["mem_limited_by"] == "/docker/abc" and row["mem_meminfo_total"] == 24 * GIB
+
+
+def _png_size(path):
+    with open(path, "rb") as handle:
+        head = handle.read(24)
+    assert head[:8] == PNG_SIGNATURE
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def test_charts_draw_nothing_for_swap_no_host_has_and_fit_their_axes(tmp_path):
+    rows = [{"host": "h%d" % n, "tmp_bytes": 256 * 1024, "mem_total": 24 * GIB, "swap_total": 0, "swap_used": 0,
+             "fits_half_ram": True, "fits_free": True} for n in range(3)]
+    names = module_under_test.draw_charts(str(tmp_path), rows)
+    assert names == ["tmp_usage.png", "tmp_vs_ram.png", "memory_swap.png"]
+    # One panel, memory only: no swap panel of zero-height bars.
+    assert _png_size(str(tmp_path / "memory_swap.png"))[0] == 600
+    with_swap = [dict(row, swap_total=2 * GIB) for row in rows]
+    module_under_test.draw_charts(str(tmp_path), with_swap)
+    assert _png_size(str(tmp_path / "memory_swap.png"))[0] == 1000
+    # The size ticks span the data (and the half-of-RAM line), not 1 B to 1 TiB.
+    axis = module_under_test.plt.figure().gca().yaxis
+    module_under_test._size_ticks(axis, 64 * 1024, 48 * GIB)
+    labels = [label.get_text() for label in axis.get_ticklabels()]
+    assert labels[0] == "64 KiB" and labels[-1] == "4 GiB" and "1 B" not in labels and "1 TiB" not in labels
