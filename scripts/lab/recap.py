@@ -101,7 +101,7 @@ def main(argv=None):
             bench_lines.append("  %s: RAM clearly ahead of disk in %d of %d tests, no clear difference in the other %d"
                                % (host, len(clear), len(ratios), len(ratios) - len(clear)))
             for ratio in clear[:4]:
-                bench_lines.append("    %s %-50s %s (runs x%s-%s)" % (
+                bench_lines.append("    %s %-50s %s (runs ×%s-%s)" % (
                     ratio["ram_backend"], ratio["title"][:50], ratio["words"], _num(ratio["ratio_low"]),
                     _num(ratio["ratio_high"])))
             if len(clear) > 4:
