@@ -83,7 +83,7 @@ def test_the_recap_gives_the_benchmark_headline_the_survey_verdict_and_the_repor
     _code, lines = run(demo, capsys)
     text = "\n".join(lines)
     assert "lab-build: RAM clearly ahead of disk in 6 of 26 tests, no clear difference in the other 20" in text
-    assert "x45 faster (runs x4.0-400)" in text and "... 2 more in the report" in text
+    assert "x45 faster (runs \u00d74.0-400)" in text and "... 2 more in the report" in text
     assert "on 2 of 3 hosts (not on lab-db)" in text
     assert "benchmark-results/20261127T000000Z/report.html" in text and "survey-results/20261127T000000Z/report.html" in text
 
