@@ -117,7 +117,7 @@ if [[ -s $logs/failed ]]; then
   # CI shows only the end of this output: each failed suite's first lines that say what failed come last.
   while read -r name; do
     echo "test: what failed in $name (the first such lines of $logs/$name.log):"
-    grep -m 16 -E 'FAIL|CHANGED|fatal:|Error|error:|expected:|got:|Traceback' "$logs/$name.log" \
+    grep -m 20 -E 'FAIL|CHANGED|fatal:|Error|error:|expected:|got:|changed:|undone:|Traceback' "$logs/$name.log" \
       | cut -c1-300 | sed "s/^/test: [$name]   /" || echo "test: [$name]   (no such line; see the log's end above)"
   done < "$logs/failed"
   echo "test: FAILED: $(xargs < "$logs/failed") ($passed passed; logs in $logs/, $((SECONDS - started)) s)"

@@ -151,10 +151,10 @@ def _unescape(field):
     return out.decode("utf-8", "surrogateescape")
 
 
-def mountinfo():
-    """[{id, target, fstype, source, options}] in mount order, from /proc/self/mountinfo."""
+def mountinfo(proc="self"):
+    """[{id, target, fstype, source, options}] in mount order, from /proc/PROC/mountinfo."""
     mounts = []
-    for line in _read("/proc/self/mountinfo").decode("utf-8", "surrogateescape").splitlines():
+    for line in _read("/proc/%s/mountinfo" % proc).decode("utf-8", "surrogateescape").splitlines():
         left, _sep, right = line.partition(" - ")
         fields, tail = left.split(" "), right.split(" ")
         if len(fields) < 6 or len(tail) < 3:
@@ -220,10 +220,24 @@ def _target(findmnt_line):
     return re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), field)
 
 
+def host_targets(workdir):
+    """The mount points of the host's own mount namespace, read through the process of scripts/test/hostile.sh
+    that made this namespace (its pid is in WORKDIR/pid); None when that cannot be read."""
+    try:
+        with open(os.path.join(workdir, "pid"), encoding="utf-8") as handle:
+            pid = int(handle.read().strip())
+        return set(mount["target"] for mount in mountinfo(pid))
+    except (OSError, ValueError):
+        return None
+
+
 def differences(before, after, ours, watched):
     """Readable lines for everything that differs between two snapshots: (changes, notes). A mount that
-    appears can only be this run's (the namespace's propagation is private); one that goes is a change when
-    it is at or under WATCHED. zram devices and swap are the kernel's, shared with every other test on it: a
+    appears can only be this run's (the namespace's propagation is private). One that goes is a change when it
+    is at or under WATCHED or WATCHED_MOUNTS, unless its mount point went from the host's own namespace too
+    meanwhile (the snapshots' host_targets, when known): the kernel detaches our copy of a mount whose mount
+    point another process removed on the host (a container stopping), which says nothing about the case, even
+    one that names / or /var/lib. zram devices and swap are the kernel's, shared with every other test on it: a
     device or swap counts as a change when it is one of OURS (the new devices this run recorded or mounted);
     any other difference there is a note."""
     out, notes = [], []
@@ -231,11 +245,18 @@ def differences(before, after, ours, watched):
         out.append("/etc/fstab changed")
     out.extend("mount appeared: %s" % line for line in after["mounts"] if line not in before["mounts"])
     went = [line for line in before["mounts"] if line not in after["mounts"]]
-    out.extend("mount went: %s" % line for line in went if _under(_target(line), watched))
-    elsewhere = [line for line in went if not _under(_target(line), watched)]
+
+    host_before, host_after = before.get("host_targets"), after.get("host_targets")
+    host_went = set(host_before or ()) - set(host_after or ()) if host_before is not None and host_after is not None else set()
+
+    def ours_went(line):
+        target = _target(line)
+        return _under(target, watched + WATCHED_MOUNTS) and target not in host_went
+    out.extend("mount went: %s" % line for line in went if ours_went(line))
+    elsewhere = [line for line in went if not ours_went(line)]
     if elsewhere:
-        notes.append("%d mount(s) of the host outside the test's paths went, such as %s (their mount points were "
-                     "removed on the host)" % (len(elsewhere), _target(elsewhere[0])))
+        notes.append("%d mount(s) of the host went, such as %s (they went in the host's own namespace too, or lie "
+                     "outside the case's paths)" % (len(elsewhere), _target(elsewhere[0])))
     for key, what in (("swaps", "swap"), ("zram", "zram device")):
         for verb, lines, other in (("appeared", after[key], before[key]), ("went", before[key], after[key])):
             for line in lines:
@@ -496,6 +517,8 @@ class ActionModule(ActionBase):
                 make_fixture(fixture)
             before = snapshot(case, scratch)
             before["mount_ids"] = [m["id"] for m in mountinfo()]
+            targets = host_targets(workdir)
+            before["host_targets"] = sorted(targets) if targets is not None else None
             with open(before_file, "w", encoding="utf-8") as handle:
                 json.dump(before, handle)
             if warnings_file:
@@ -511,8 +534,10 @@ class ActionModule(ActionBase):
             baseline = json.load(handle)
         new_zram = set(after["zram"]) - set(before["zram"])
         ours = new_zram & (_records() | set(m["source"][5:] for m in mountinfo() if m["source"].startswith("/dev/zram")))
-        watched = WATCHED_MOUNTS + tuple(named_paths(case))
+        watched = tuple(named_paths(case))
         watched += tuple(os.path.realpath(path) for path in named_paths(case) if "\0" not in path and os.path.islink(path))
+        targets = host_targets(workdir)
+        after["host_targets"] = sorted(targets) if targets is not None else None
         changes, notes = differences(before, after, ours, watched)
         cleanup = restore(baseline, set(before["mount_ids"]), scratch, workdir)
         found = verdict(case, args.get("outcome"), args.get("host"), changes, seen)
