@@ -91,12 +91,17 @@ def look(html, tmp_path):
     return pixels
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="headless Chromium from Debian")
-def test_the_benchmark_report_shows_its_charts_in_a_browser(tmp_path):
+def benchmark_report(tmp_path, name):
+    """The benchmark's report.html written for real from the run-rounds fixture, alone in a directory NAME."""
     run_dir = tmp_path / "run"
     shutil.copytree(os.path.join(FIXTURES, "run-rounds"), run_dir)
     run_module(bench_report, tmp_path, path=str(run_dir), groups={"lab-debian12": ["lab", "all"]})
-    html = alone(run_dir / "report.html", tmp_path, "bench")
+    return alone(run_dir / "report.html", tmp_path, name)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="headless Chromium from Debian")
+def test_the_benchmark_report_shows_its_charts_in_a_browser(tmp_path):
+    html = benchmark_report(tmp_path, "bench")
     seen = chart_pixels(look(html, tmp_path))
     control = chart_pixels(look(broken(html, tmp_path, "bench-broken"), tmp_path))
     # The charts' series cover tens of thousands of pixels; the page without them shows none of their colours.
@@ -134,3 +139,80 @@ def test_the_survey_report_shows_its_charts_in_a_browser(tmp_path):
     control = chart_pixels(look(broken(html, tmp_path, "survey-broken"), tmp_path))
     assert seen > 5000, seen
     assert control < seen / 20, (seen, control)
+
+
+# The first screen: what a 1280x900 window shows before any scrolling.
+FIRST_SCREEN = (1280, 900)
+# Run in the page once it is laid out: for each sentence, the bottom edge (in CSS pixels from the page's top) of the
+# smallest element that holds it, or null when none does; written into the page for --dump-dom to show.
+WHERE_SCRIPT = """<script>
+window.addEventListener("load", function () {
+  var found = {};
+  NEEDLES.forEach(function (needle) {
+    var best = null;
+    document.querySelectorAll("body *").forEach(function (el) {
+      if (el.tagName !== "SCRIPT" && el.textContent.indexOf(needle) >= 0) { best = el; }
+    });
+    found[needle] = best ? best.getBoundingClientRect().bottom + window.scrollY : null;
+  });
+  var out = document.createElement("pre");
+  out.id = "where-found";
+  out.textContent = JSON.stringify(found);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def bottoms(html, tmp_path, needles):
+    """{sentence: bottom edge in CSS pixels} of each of NEEDLES in the page as headless Chromium lays it out at
+    FIRST_SCREEN (the deepest element that holds the sentence: querySelectorAll lists parents before children)."""
+    assert CHROMIUM, "chromium is not installed: make setup (scripts/bootstrap.sh --test) installs it"
+    page = html.read_text().replace("</body>", WHERE_SCRIPT.replace("NEEDLES", json.dumps(needles)) + "</body>")
+    probe = html.parent / "probe.html"
+    probe.write_text(page)
+    proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                           "--user-data-dir=%s" % (tmp_path / "chromium-profile"),
+                           "--window-size=%d,%d" % FIRST_SCREEN, "--virtual-time-budget=5000", "--dump-dom",
+                           probe.as_uri()], capture_output=True, text=True, timeout=120, check=True)
+    found = re.search(r'<pre id="where-found">(.*?)</pre>', proc.stdout, re.S)
+    assert found, "the page's script did not run: %s" % proc.stdout[-500:]
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="headless Chromium from Debian")
+def test_the_benchmark_reports_first_screen_says_what_ram_bought_on_each_host(tmp_path):
+    html = benchmark_report(tmp_path, "bench-first")
+    hosts = sorted(name for name in os.listdir(os.path.join(FIXTURES, "run-rounds")))
+    needles = ["What RAM bought"] + ["Host %s: RAM" % host for host in hosts]
+    found = bottoms(html, tmp_path, needles + ["RAM versus disk, per host"])
+    for needle in needles:
+        assert found[needle] is not None, "the page does not say %r: %s" % (needle, found)
+        assert 0 < found[needle] <= FIRST_SCREEN[1], "%r ends %s px down, below the first screen" % (needle, found[needle])
+    # The control, so that the check can fail: the table per host comes after the chart, below the first screen.
+    assert found["RAM versus disk, per host"] > FIRST_SCREEN[1], found
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="headless Chromium from Debian")
+def test_the_survey_reports_first_screen_holds_both_verdicts(tmp_path):
+    hosts = {}
+    for n in range(12):
+        total = (2 + n % 4) * GIB
+        hosts["web%02d" % n] = {
+            "errors": [], "plan_warnings": [], "policy": {"entries": [], "budget": {}},
+            "tmpfs": [], "ramfs": [], "zram": [], "zram_swap": [], "brd": {},
+            "ansible_facts": {"ramdisk": {
+                "memory": {"total_bytes": total, "available_bytes": total // 2, "free_bytes": total // 4,
+                           "shmem_bytes": 4096, "used_bytes": total // 2, "buff_cache_bytes": total // 4},
+                "swap": {"total_bytes": 0, "free_bytes": 0, "devices": []},
+                "paths": {"/tmp": {"usage_bytes": (n + 1) * 90 * MIB, "inodes": 12, "complete": True}},
+                "tmp_gate": {"usage_bytes": (n + 1) * 90 * MIB, "complete": True, "tmp_is_ram_backed": False},
+                "support": {"tmpfs": True, "ramfs": True, "zram": True, "brd": False}, "mounts": []}}}
+    out = tmp_path / "survey-run"
+    result = run_module(survey_report, tmp_path, path=str(out), hosts=sorted(hosts), plans=json.dumps(hosts),
+                        groups={name: ["all"] for name in hosts})
+    html = alone(result["report"], tmp_path, "survey-first")
+    needles = ["fits in half of RAM on", "in available memory plus free swap on"]
+    found = bottoms(html, tmp_path, needles)
+    for needle in needles:
+        assert found[needle] is not None, "the page does not say %r: %s" % (needle, found)
+        assert 0 < found[needle] <= FIRST_SCREEN[1], "%r ends %s px down, below the first screen" % (needle, found[needle])
