@@ -196,6 +196,28 @@ def items(plan, vendor_tmp, systemd, paths=None):
     return [item(entry, vendor_tmp, systemd, paths) for entry in plan or []]
 
 
+def notes(host, carried_out, done, recovered, systemd):
+    """The warnings a run owes its reader, only where they apply: what a dead run had left and what became of it
+    (RECOVERED, recover()'s list), a migrated mount that nothing fills at boot (no systemd), and a mount without
+    persist taken away now, with what was written in it. CARRIED_OUT: the items() given to apply(); DONE: what
+    apply() returned for them."""
+    out = ["Host %s: a run that died had left %s (%s) half done; it was %s."
+           % (host, entry.get("path"), entry.get("action"), "finished" if entry.get("way") == "forward" else "undone")
+           for entry in recovered or []]
+    changed = set(entry["path"] for entry in done or [] if entry.get("changed"))
+    for entry in carried_out or []:
+        if entry["path"] not in changed:
+            continue
+        if entry.get("seeded") and entry.get("action") == "migrate" and not systemd:
+            out.append("Host %s does not run systemd, so after a reboot the RAM mount at %s starts empty over the "
+                       "disk copy. Run this role again after each boot, or set migrate to false and manage the "
+                       "contents yourself." % (host, entry["path"]))
+        if entry.get("action") == "unmount" and not entry.get("use_dropin") and not entry.get("persist"):
+            out.append("Host %s: %s was unmounted without persist, so what was written there since it was mounted "
+                       "went with it; the directory on disk is as it was before the mount." % (host, entry["path"]))
+    return out
+
+
 def written(content, text):
     """Whether a file's CONTENT is TEXT under a header of comment lines (the role's ansible_managed)."""
     if content is None or text is None:

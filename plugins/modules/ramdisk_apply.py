@@ -205,7 +205,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._executor import
     ApplyError, Executor, StepError, apply, planned_records, recover, top_mount)
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld, describe
-from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as mount_items
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as mount_items, notes
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import mem_available
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram_steps import apply_zram, report_line
 
@@ -331,7 +331,7 @@ def main():
                              "run again once the cause is fixed." % (host, exc, paths.JOURNAL))
     finally:
         lock.release()
-    for warning in executor.warnings:
+    for warning in executor.warnings + notes(host, items, done, recovered, systemd):
         module.warn(warning)
     module.exit_json(changed=bool(recovered) or any(item["changed"] for item in done + zram + brd), mounts=done,
                      zram=zram_out(zram), brd=brd, recovered=recovered,

@@ -240,3 +240,27 @@ def test_systemd_reads_the_seed_unit_of_an_odd_path_without_a_complaint(tmp_path
     condition = subprocess.run(["systemd-analyze", "condition", "ConditionPathIsMountPoint=%s" % ms.specifiers(ODD)],
                                capture_output=True, text=True, timeout=60, check=False)
     assert "ConditionPathIsMountPoint=%s failed" % ODD in condition.stdout + condition.stderr
+
+
+def test_a_run_warns_only_where_a_warning_applies():
+    carried = [
+        {"path": "/srv/seeded", "action": "migrate", "seeded": True},
+        {"path": "/srv/cache", "action": "mount", "seeded": False},
+        {"path": "/srv/gone", "action": "unmount", "use_dropin": False},
+        {"path": "/srv/kept", "action": "unmount", "use_dropin": False, "persist": {"backing": "/var/lib/x"}},
+        {"path": "/tmp", "action": "unmount", "use_dropin": True},
+        {"path": "/srv/old", "action": "unmount", "use_dropin": False},
+    ]
+    done = [{"path": entry["path"], "changed": entry["path"] != "/srv/old"} for entry in carried]
+    recovered = [{"path": "/srv/data", "action": "migrate", "way": "back"}]
+    without = ms.notes("web1", carried, done, recovered, systemd=False)
+    assert without == [
+        "Host web1: a run that died had left /srv/data (migrate) half done; it was undone.",
+        "Host web1 does not run systemd, so after a reboot the RAM mount at /srv/seeded starts empty over the disk "
+        "copy. Run this role again after each boot, or set migrate to false and manage the contents yourself.",
+        "Host web1: /srv/gone was unmounted without persist, so what was written there since it was mounted went "
+        "with it; the directory on disk is as it was before the mount.",
+    ]
+    # With systemd the seed unit fills the mount at boot; a cache mount, a persisted removal, the drop-in of /tmp
+    # and a mount this run did not touch say nothing.
+    assert ms.notes("web1", carried, done, [], systemd=True) == [without[2]]
