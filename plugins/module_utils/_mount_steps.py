@@ -17,6 +17,7 @@ fstab line without changing it, hence this.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _fstab
@@ -196,11 +197,19 @@ def items(plan, vendor_tmp, systemd, paths=None):
     return [item(entry, vendor_tmp, systemd, paths) for entry in plan or []]
 
 
+def _empty(path):
+    """Whether PATH is a directory with nothing in it but lost+found (a migrated mount that copied nothing)."""
+    try:
+        return not [name for name in os.listdir(path) if name != "lost+found"]
+    except OSError:
+        return False
+
+
 def notes(host, carried_out, done, recovered, systemd):
     """The warnings a run owes its reader, only where they apply: what a dead run had left and what became of it
-    (RECOVERED, recover()'s list), a migrated mount that nothing fills at boot (no systemd), and a mount without
-    persist taken away now, with what was written in it. CARRIED_OUT: the items() given to apply(); DONE: what
-    apply() returned for them."""
+    (RECOVERED, recover()'s list), a migrated mount that nothing fills at boot (no systemd; not when the copy holds
+    nothing, as a new cache's), and a mount without persist taken away now, with what was written in it.
+    CARRIED_OUT: the items() given to apply(); DONE: what apply() returned for them."""
     out = ["Host %s: a run that died had left %s (%s) half done; it was %s."
            % (host, entry.get("path"), entry.get("action"), "finished" if entry.get("way") == "forward" else "undone")
            for entry in recovered or []]
@@ -208,7 +217,7 @@ def notes(host, carried_out, done, recovered, systemd):
     for entry in carried_out or []:
         if entry["path"] not in changed:
             continue
-        if entry.get("seeded") and entry.get("action") == "migrate" and not systemd:
+        if entry.get("seeded") and entry.get("action") == "migrate" and not systemd and not _empty(entry["path"]):
             out.append("Host %s does not run systemd, so after a reboot the RAM mount at %s starts empty over the "
                        "disk copy. Run this role again after each boot, or set migrate to false and manage the "
                        "contents yourself." % (host, entry["path"]))

@@ -242,9 +242,14 @@ def test_systemd_reads_the_seed_unit_of_an_odd_path_without_a_complaint(tmp_path
     assert "ConditionPathIsMountPoint=%s failed" % ODD in condition.stdout + condition.stderr
 
 
-def test_a_run_warns_only_where_a_warning_applies():
+def test_a_run_warns_only_where_a_warning_applies(tmp_path):
+    seeded, fresh = tmp_path / "seeded", tmp_path / "fresh"
+    seeded.mkdir()
+    (seeded / "data").write_text("kept on disk\n")
+    (fresh / "lost+found").mkdir(parents=True)
     carried = [
-        {"path": "/srv/seeded", "action": "migrate", "seeded": True},
+        {"path": str(seeded), "action": "migrate", "seeded": True},
+        {"path": str(fresh), "action": "migrate", "seeded": True},
         {"path": "/srv/cache", "action": "mount", "seeded": False},
         {"path": "/srv/gone", "action": "unmount", "use_dropin": False},
         {"path": "/srv/kept", "action": "unmount", "use_dropin": False, "persist": {"backing": "/var/lib/x"}},
@@ -256,11 +261,11 @@ def test_a_run_warns_only_where_a_warning_applies():
     without = ms.notes("web1", carried, done, recovered, systemd=False)
     assert without == [
         "Host web1: a run that died had left /srv/data (migrate) half done; it was undone.",
-        "Host web1 does not run systemd, so after a reboot the RAM mount at /srv/seeded starts empty over the disk "
-        "copy. Run this role again after each boot, or set migrate to false and manage the contents yourself.",
+        "Host web1 does not run systemd, so after a reboot the RAM mount at %s starts empty over the disk "
+        "copy. Run this role again after each boot, or set migrate to false and manage the contents yourself." % seeded,
         "Host web1: /srv/gone was unmounted without persist, so what was written there since it was mounted went "
         "with it; the directory on disk is as it was before the mount.",
     ]
-    # With systemd the seed unit fills the mount at boot; a cache mount, a persisted removal, the drop-in of /tmp
-    # and a mount this run did not touch say nothing.
+    # With systemd the seed unit fills the mount at boot; a migrate that copied nothing (a new cache), a plain
+    # mount, a persisted removal, the drop-in of /tmp and a mount this run did not touch say nothing.
     assert ms.notes("web1", carried, done, [], systemd=True) == [without[2]]
