@@ -536,8 +536,8 @@ def verdict_lines(data):
         if len(rows) > len(clear):
             text += ". In %d the runs of RAM and disk overlap: no clear difference" % (len(rows) - len(clear))
         if shaky:
-            text += (". %d of %d are unsteady (their runs spread more than %d%%): run the standard profile for "
-                     "figures to rely on" % (shaky, len(rows), round((UNSTEADY - 1) * 100)))
+            text += (". %d of %d %s unsteady (their runs spread more than %d%%): run the standard profile for "
+                     "figures to rely on" % (shaky, len(rows), "is" if shaky == 1 else "are", round((UNSTEADY - 1) * 100)))
         out.append(text + ".")
     return out
 

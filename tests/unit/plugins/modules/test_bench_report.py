@@ -73,7 +73,7 @@ def test_report_files_fields_and_a_second_run(tmp_path, run_dir):
     clear = sum(1 for r in data["ratios"] if r["clear"])
     assert " in %d of %d comparisons" % (clear, len(data["ratios"])) in verdict
     shaky = sum(1 for r in data["ratios"] if r["ratio_high"] / r["ratio_low"] > 1.25)
-    assert ("%d of %d are unsteady" % (shaky, len(data["ratios"])) in verdict) == bool(shaky)
+    assert ("%d of %d %s unsteady" % (shaky, len(data["ratios"]), "is" if shaky == 1 else "are") in verdict) == bool(shaky)
     assert "Memory ceiling" in report and "\u00d7" in report
     # The HTML carries its charts inline: one file to mail or attach.
     html = (run_dir / "report.html").read_text()
