@@ -321,12 +321,22 @@ class HostView(object):
     def users_of(path):
         """(pid, command) of each process with a file, directory or mapping under PATH, as fuser -m finds them.
 
-        Read from /proc by hand: psutil is not on every host, and fuser (psmisc) is not either.
+        Read from /proc by hand: psutil is not on every host, and fuser (psmisc) is not either. A process in
+        another mount namespace (a container, a unit with PrivateTmp=) names its own mounts' paths, which do not
+        hold this one busy: it is left out.
         """
         prefix = path.rstrip("/") + "/"
         found = []
+
+        def namespace(pid):
+            try:
+                return os.readlink("/proc/%s/ns/mnt" % pid)
+            except OSError:
+                return None
+
+        own = namespace("self")
         for pid in sorted((name for name in os.listdir("/proc") if name.isdigit()), key=int):
-            if int(pid) == os.getpid():
+            if int(pid) == os.getpid() or own is not None and namespace(pid) not in (None, own):
                 continue
             base = "/proc/%s/" % pid
             names = [base + "cwd", base + "root", base + "exe"]
