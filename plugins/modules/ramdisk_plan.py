@@ -183,6 +183,8 @@ tmpfs:
   description: The tmpfs mounts, each with its action (mount, migrate, remount, ok, unmount, absent-ok), options
     (with uid= and gid=), the record the mount role keeps of it, and what was mounted on top of its path when the
     plan was made (C(seen.mount_id), null when nothing), which M(ramdisk.provision.ramdisk_apply) checks.
+    C(refill) is true on a migrate of a mount of ours found empty over what the directory holds on disk (a boot
+    mounted it from its /etc/fstab line and nothing copied the data in); it is replaced by one filled from the disk.
   returned: always
   type: list
   elements: dict
