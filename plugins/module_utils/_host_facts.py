@@ -593,9 +593,12 @@ def peak_facts(text):
     return {"since": record.get("since"), "paths": paths}
 
 
-def gather(paths, scan_timeout):
+def gather(paths, scan_timeout, mountinfo=None):
+    """The facts of PATHS and the host. MOUNTINFO: the mount table the caller read (parse_mountinfo()), for facts
+    and decisions made from one reading of it; read here when None."""
     meminfo = parse_meminfo(_read("/proc/meminfo", ""))
-    mountinfo = parse_mountinfo(_read("/proc/self/mountinfo", ""))
+    if mountinfo is None:
+        mountinfo = parse_mountinfo(_read("/proc/self/mountinfo", ""))
     release = os.uname()[2]
     cgroup = read_cgroup_memory(mountinfo, meminfo)
     memory = memory_facts(meminfo, cgroup)

@@ -592,8 +592,11 @@ def main():
             pass
     usable_timeout = scan_timeout if isinstance(scan_timeout, (int, float)) and 0 <= scan_timeout <= 3600 else 10
     try:
-        facts = gather(_paths(params["sources"], params["swap_devices"], params["backend_requests"]), usable_timeout)
+        # One reading of the mount table for the facts the plan decides from and for what it says it saw on each
+        # path (seen): read twice, a mount that another run moved in between was seen but not planned for.
         mountinfo = parse_mountinfo(_read("/proc/self/mountinfo") or "")
+        facts = gather(_paths(params["sources"], params["swap_devices"], params["backend_requests"]), usable_timeout,
+                       mountinfo)
         facts["all_mounts"] = [{"path": mount["mount_point"], "fstype": mount["fstype"], "source": mount["source"]}
                                for mount in mountinfo]
     except (IOError, OSError) as exc:
