@@ -809,10 +809,12 @@ def _decide(entry, facts, host, var_name, errors):
         return
 
     below = path_facts.get("below") or {}
-    if _mount_steps.seeded(entry) and path_facts.get("empty") and below.get("empty") is False:
+    if backend in ("tmpfs", "ramfs") and _mount_steps.seeded(entry) and path_facts.get("empty") and \
+            below.get("empty") is False:
         # Empty over a directory that holds data: a boot mounted it from its /etc/fstab line and nothing filled it
         # (no systemd to run its copy unit, or the run that wrote the line died before it). Taken as it is, it would
-        # hide that data for good; it is replaced by a new mount filled from the disk, as the first run did.
+        # hide that data for good; it is replaced by a new mount filled from the disk, as the first run did. (zram
+        # and brd file systems go through steps of their own, which do not take this.)
         entry["action"] = "migrate"
         entry["refill"] = True
         _check_migration_fits(entry, below, host, where, errors)
