@@ -69,7 +69,8 @@ hostile: setup
 
 # ramdisk_apply's transactions on this machine's own kernel, as root, each case in a private mount namespace
 # (tests/transaction/transaction.py): a run killed before each of its journal writes and during its copy, then run
-# again; 2 and 5 runs at once; a full /etc; zram devices killed at every journal write, and device 3 of 4 refused.
+# again; the same kill points then a power cut and a boot without systemd, then run again; 2 and 5 runs at once; a
+# full /etc; zram devices killed at every journal write, and device 3 of 4 refused.
 # Nothing hidden, the end state of one whole run, refusals that say why; every zram device a case made removed.
 .PHONY: transaction
 transaction: setup

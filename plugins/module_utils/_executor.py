@@ -25,6 +25,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import shlex
 import stat
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
@@ -35,7 +36,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._journal import 
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import PersistSteps
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import build as build_persisted
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
-from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, tree_digest
+from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, is_empty_dir, tree_digest
 from ansible_collections.ramdisk.provision.plugins.module_utils import _zram_steps
 
 HEADER = "# Written by the ramdisk.provision collection: changes here are overwritten on its next run.\n"
@@ -208,6 +209,11 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
     def do_unmount(self, args):
         mount = top_mount(args["path"])
         if mount is not None and mount["mount_id"] == args["mount_id"]:
+            if args.get("empty") and is_empty_dir(args["path"]) is not True:
+                raise StepError("the %s at %s, empty when this run planned to replace it by one filled from the "
+                                "disk, is not empty any more, so it stays as it is. Look at what was written there "
+                                "(ls -A %s); run again to plan from what is there now"
+                                % (mount["fstype"], args["path"], shlex.quote(args["path"])))
             self._tool(["umount", args["path"]], "Unmounting %s" % args["path"])
         return {}
 
@@ -476,6 +482,10 @@ def _build_mount(item, systemd, middle=()):
     if action == "migrate":
         lower = "%s/%s" % (paths.STAGE_ROOT, item["token"])
         stage = "%s/%s" % (paths.NEW_ROOT, item["token"])
+        if item.get("refill") and top is not None:
+            # The plan found it empty over the data on disk (a boot mounted it, nothing filled it): it goes first, so
+            # that the bind below shows the directory on disk; its undo has nothing to put back.
+            steps.append({"step": "unmount", "args": {"path": path, "mount_id": top["mount_id"], "empty": True}})
         steps.append({"step": "bind", "args": {"src": path, "path": lower, "fstype": None,
                                                "below": (top_mount(lower, mounts) or {}).get("mount_id")}})
         steps.append({"step": "mkdir", "args": {"create": [stage]}})

@@ -492,11 +492,62 @@ def mount_facts(mountinfo, scan_timeout):
     return mounts
 
 
+def _directory_facts(path, scan_timeout):
+    """What a migrate into RAM needs of the directory at PATH: its usage, with what its extended attributes take
+    of a tmpfs's nr_inodes (charged there), and whether it is empty."""
+    usage = tree_usage(path, scan_timeout, xattrs=True)
+    return {"usage_bytes": usage["usage_bytes"], "inodes": usage["inodes"], "xattr_bytes": usage["xattr_bytes"],
+            "complete": usage["complete"], "errors": usage["errors"], "scan_seconds": usage["seconds"],
+            "empty": is_empty_dir(path)}
+
+
+_OPEN_TREE, _OPEN_TREE_CLONE = 428, 1
+
+
+def clone_parent(path):
+    """A file descriptor of a detached, non-recursive bind of PATH's parent (open_tree(2) with OPEN_TREE_CLONE,
+    Linux 5.2, CAP_SYS_ADMIN): nobody sees it, it goes when the descriptor is closed, and the mounts under the
+    parent, the one at PATH among them, are not in it. None when the kernel cannot give one."""
+    if platform.system() != "Linux" or platform.machine().startswith("alpha"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.syscall(_OPEN_TREE, -100, os.path.dirname(path).encode("utf-8", "surrogateescape"),
+                          _OPEN_TREE_CLONE | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, AttributeError):
+        return None
+    return fd if fd >= 0 else None
+
+
+def disk_below(path, scan_timeout, clone=clone_parent):
+    """What lies on disk under the mount at PATH (absolute, real), seen through clone_parent(): the host's mount
+    table does not change. The facts path_facts() gives a directory (exists, is_dir, uid, gid, mode, usage_bytes,
+    inodes, xattr_bytes, complete, errors, empty), or None when it cannot be seen."""
+    fd = clone(path)
+    if fd is None:
+        return None
+    try:
+        below = "/proc/self/fd/%d/%s" % (fd, os.path.basename(path))
+        try:
+            st = os.lstat(below)
+        except OSError:
+            return {"exists": False, "is_dir": None, "empty": None}
+        out = {"exists": True, "is_dir": stat.S_ISDIR(st.st_mode), "uid": st.st_uid, "gid": st.st_gid,
+               "mode": "%04o" % stat.S_IMODE(st.st_mode), "empty": None}
+        if out["is_dir"]:
+            out.update(_directory_facts(below, scan_timeout))
+        return out
+    finally:
+        os.close(fd)
+
+
 def path_facts(path, mountinfo, scan_timeout):
+    """What is at PATH. BELOW: for an empty RAM mount, what the directory under it holds on disk (disk_below()),
+    which a migrated mount that a boot mounted from /etc/fstab and nothing filled still has to take in."""
     entry = {
         "exists": False, "is_dir": None, "mountpoint": False, "mount_point": None, "fstype": None,
         "source": None, "usage_bytes": None, "inodes": None, "complete": None, "errors": 0, "empty": None,
-        "xattr_bytes": None, "scan_seconds": None, "uid": None, "gid": None, "mode": None,
+        "xattr_bytes": None, "scan_seconds": None, "uid": None, "gid": None, "mode": None, "below": None,
     }
     if not os.path.isabs(path):
         entry["error"] = "not an absolute path"
@@ -519,17 +570,10 @@ def path_facts(path, mountinfo, scan_timeout):
         mode="%04o" % stat.S_IMODE(st.st_mode),
     )
     if entry["is_dir"]:
-        # What a migrate into a tmpfs with nr_inodes needs: its extended attributes are charged to that limit.
-        usage = tree_usage(real, scan_timeout, xattrs=True)
-        entry.update(
-            usage_bytes=usage["usage_bytes"],
-            inodes=usage["inodes"],
-            xattr_bytes=usage["xattr_bytes"],
-            complete=usage["complete"],
-            errors=usage["errors"],
-            scan_seconds=usage["seconds"],
-            empty=is_empty_dir(real),
-        )
+        entry.update(_directory_facts(real, scan_timeout))
+        if entry["empty"] and entry["mountpoint"] and real != "/" and is_ram_backed(holder["fstype"],
+                                                                                   holder["source"]):
+            entry["below"] = disk_below(real, scan_timeout)
     return entry
 
 
@@ -549,9 +593,12 @@ def peak_facts(text):
     return {"since": record.get("since"), "paths": paths}
 
 
-def gather(paths, scan_timeout):
+def gather(paths, scan_timeout, mountinfo=None):
+    """The facts of PATHS and the host. MOUNTINFO: the mount table the caller read (parse_mountinfo()), for facts
+    and decisions made from one reading of it; read here when None."""
     meminfo = parse_meminfo(_read("/proc/meminfo", ""))
-    mountinfo = parse_mountinfo(_read("/proc/self/mountinfo", ""))
+    if mountinfo is None:
+        mountinfo = parse_mountinfo(_read("/proc/self/mountinfo", ""))
     release = os.uname()[2]
     cgroup = read_cgroup_memory(mountinfo, meminfo)
     memory = memory_facts(meminfo, cgroup)

@@ -273,8 +273,8 @@ def unaccounted_errors(host, mounts, records, view, vendor_tmp=False):
     for entry in mounts:
         live = entry.get("current")
         path = entry["path"]
-        if entry["state"] != "mounted" or entry.get("action") not in ("ok", "remount") or not live or \
-                live.get("fstype") not in ("tmpfs", "ramfs"):
+        taken_over = entry.get("action") in ("ok", "remount") or entry.get("refill")
+        if entry["state"] != "mounted" or not taken_over or not live or live.get("fstype") not in ("tmpfs", "ramfs"):
             continue
         if path in records or path in journal or (vendor_tmp and path == "/tmp" and live["fstype"] == "tmpfs"):
             continue
@@ -294,24 +294,32 @@ def unaccounted_errors(host, mounts, records, view, vendor_tmp=False):
 
 
 def busy_errors(host, mounts, view, vendor_tmp=False):
-    """A mount to remove that processes still use cannot be unmounted: say so before anything changes.
+    """A mount to remove (or, empty, to replace by a filled one) that processes still use cannot be unmounted: say so
+    before anything changes.
 
     With persist, the services it names are stopped first, so they are not counted here (others still are,
     by the umount itself). /tmp under the distribution's tmp.mount is not unmounted by this collection.
     """
     errors = []
     for entry in mounts:
-        if entry["state"] != "absent" or entry.get("action") != "unmount" or entry.get("persist") or (
-                vendor_tmp and entry["path"] == "/tmp" and entry.get("fstype") == "tmpfs"):
+        refill = entry.get("refill") and entry.get("action") == "migrate"
+        if not refill and (entry["state"] != "absent" or entry.get("action") != "unmount" or entry.get("persist") or (
+                vendor_tmp and entry["path"] == "/tmp" and entry.get("fstype") == "tmpfs")):
             continue
         users = view.users_of(entry["path"])
-        if users:
-            errors.append("Host %s: %s.state is 'absent', but '%s' is in use by %s, so it cannot be unmounted. Stop "
-                          "%s first (fuser -vm %s lists them), then run again." % (
-                              host, entry["label"], entry["path"],
-                              ", ".join("pid %d (%s)" % user for user in users[:5])
-                              + (" and %d more" % (len(users) - 5) if len(users) > 5 else ""),
-                              "it" if len(users) == 1 else "them", entry["path"]))
+        if not users:
+            continue
+        named = ", ".join("pid %d (%s)" % user for user in users[:5]) + (
+            " and %d more" % (len(users) - 5) if len(users) > 5 else "")
+        fix = "Stop %s first (fuser -vm %s lists them), then run again." % (
+            "it" if len(users) == 1 else "them", entry["path"])
+        if refill:
+            errors.append("Host %s: %s.path is '%s': the %s mounted there is empty over what the directory holds on "
+                          "disk and is to be replaced by one filled from it, but it is in use by %s. %s"
+                          % (host, entry["label"], entry["path"], entry.get("fstype"), named, fix))
+        else:
+            errors.append("Host %s: %s.state is 'absent', but '%s' is in use by %s, so it cannot be unmounted. %s"
+                          % (host, entry["label"], entry["path"], named, fix))
     return errors
 
 

@@ -155,6 +155,13 @@ def default_steps(item, systemd, exists):
     }
 
 
+def seeded(entry):
+    """Whether a mount is filled from the directory under it on disk each time it is mounted anew (at boot by its
+    copy unit; without systemd, by the next run): migrate without persist, which restores its own copy, and not
+    /tmp, which starts empty at every boot."""
+    return bool(entry.get("migrate") and not entry.get("persist") and entry["path"] != "/tmp")
+
+
 def item(entry, vendor_tmp, systemd, paths=None):
     """ENTRY with the names and texts the role's tasks use; its `steps` stay as decided, or all that apply.
 
@@ -164,7 +171,7 @@ def item(entry, vendor_tmp, systemd, paths=None):
     out["token"] = entry.get("token") or token(entry["path"])
     if "use_dropin" not in entry:
         out["use_dropin"] = bool(entry["path"] == "/tmp" and entry.get("fstype") == "tmpfs" and vendor_tmp and systemd)
-    out["seeded"] = bool(entry.get("migrate") and not entry.get("persist") and entry["path"] != "/tmp")
+    out["seeded"] = seeded(entry)
     out["stage"] = "%s/%s" % (_host_paths.STAGE_ROOT, out["token"])
     out["files"] = {
         "seed": _host_paths.seed_unit_file(out["token"]),

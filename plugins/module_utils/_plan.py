@@ -31,6 +31,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
     tmpfs_size_bytes,
     tmpfs_size_option,
 )
+from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_steps
 from ansible_collections.ramdisk.provision.plugins.module_utils import _tmpfs_options
 
 # Directories a RAM mount must never go over: (path, whether everything under it is refused too, what it holds).
@@ -805,6 +806,18 @@ def _decide(entry, facts, host, var_name, errors):
                               host, where, path, format_size(path_facts.get("usage_bytes") or 0),
                               path_facts.get("inodes"), where))
             entry["action"] = "refuse"
+        return
+
+    below = path_facts.get("below") or {}
+    if backend in ("tmpfs", "ramfs") and _mount_steps.seeded(entry) and path_facts.get("empty") and \
+            below.get("empty") is False:
+        # Empty over a directory that holds data: a boot mounted it from its /etc/fstab line and nothing filled it
+        # (no systemd to run its copy unit, or the run that wrote the line died before it). Taken as it is, it would
+        # hide that data for good; it is replaced by a new mount filled from the disk, as the first run did. (zram
+        # and brd file systems go through steps of their own, which do not take this.)
+        entry["action"] = "migrate"
+        entry["refill"] = True
+        _check_migration_fits(entry, below, host, where, errors)
         return
 
     live_options = live.get("options") or []

@@ -143,6 +143,10 @@ ansible_facts:
             - C(xattr_bytes) is what the entries' extended attributes would take of a tmpfs's C(nr_inodes), which
               tmpfs counts as 1 KiB an inode (names, values and 41 bytes each; POSIX ACLs cost tmpfs nothing);
               null where the file system has no extended attributes.
+            - C(below), for an empty RAM mount at the path, is what the directory under it holds on disk, with the
+              same keys (C(exists), C(is_dir), C(empty), C(usage_bytes), C(inodes), ...), seen through a detached
+              copy of the parent's mount that nobody else sees (open_tree(2), Linux 5.2); null otherwise, or when
+              the kernel cannot show it. A migrated mount that a boot mounted empty still has to take that in.
           type: dict
           returned: always
           sample:
@@ -163,6 +167,7 @@ ansible_facts:
               uid: 0
               gid: 0
               mode: "1777"
+              below: null
         mounts:
           description:
             - Every RAM-backed mount that can hold data, as mounted now, in mount order.

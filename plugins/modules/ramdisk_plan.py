@@ -183,6 +183,8 @@ tmpfs:
   description: The tmpfs mounts, each with its action (mount, migrate, remount, ok, unmount, absent-ok), options
     (with uid= and gid=), the record the mount role keeps of it, and what was mounted on top of its path when the
     plan was made (C(seen.mount_id), null when nothing), which M(ramdisk.provision.ramdisk_apply) checks.
+    C(refill) is true on a migrate of a mount of ours found empty over what the directory holds on disk (a boot
+    mounted it from its /etc/fstab line and nothing copied the data in); it is replaced by one filled from the disk.
   returned: always
   type: list
   elements: dict
@@ -321,12 +323,22 @@ class HostView(object):
     def users_of(path):
         """(pid, command) of each process with a file, directory or mapping under PATH, as fuser -m finds them.
 
-        Read from /proc by hand: psutil is not on every host, and fuser (psmisc) is not either.
+        Read from /proc by hand: psutil is not on every host, and fuser (psmisc) is not either. A process in
+        another mount namespace (a container, a unit with PrivateTmp=) names its own mounts' paths, which do not
+        hold this one busy: it is left out.
         """
         prefix = path.rstrip("/") + "/"
         found = []
+
+        def namespace(pid):
+            try:
+                return os.readlink("/proc/%s/ns/mnt" % pid)
+            except OSError:
+                return None
+
+        own = namespace("self")
         for pid in sorted((name for name in os.listdir("/proc") if name.isdigit()), key=int):
-            if int(pid) == os.getpid():
+            if int(pid) == os.getpid() or own is not None and namespace(pid) not in (None, own):
                 continue
             base = "/proc/%s/" % pid
             names = [base + "cwd", base + "root", base + "exe"]
@@ -580,8 +592,11 @@ def main():
             pass
     usable_timeout = scan_timeout if isinstance(scan_timeout, (int, float)) and 0 <= scan_timeout <= 3600 else 10
     try:
-        facts = gather(_paths(params["sources"], params["swap_devices"], params["backend_requests"]), usable_timeout)
+        # One reading of the mount table for the facts the plan decides from and for what it says it saw on each
+        # path (seen): read twice, a mount that another run moved in between was seen but not planned for.
         mountinfo = parse_mountinfo(_read("/proc/self/mountinfo") or "")
+        facts = gather(_paths(params["sources"], params["swap_devices"], params["backend_requests"]), usable_timeout,
+                       mountinfo)
         facts["all_mounts"] = [{"path": mount["mount_point"], "fstype": mount["fstype"], "source": mount["source"]}
                                for mount in mountinfo]
     except (IOError, OSError) as exc:

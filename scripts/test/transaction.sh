@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make transaction: the transaction properties of ramdisk_apply on this machine's own kernel, as root
 # (tests/transaction/transaction.py): a run killed just before each of its journal writes and once during the
-# copy, then run again (nothing hidden, the end state of one whole run); 2 and 5 runs of one policy at once
+# copy, then run again (nothing hidden, the end state of one whole run); the same kill points (and the whole run)
+# followed by a power cut and a boot without systemd, then run again; 2 and 5 runs of one policy at once
 # (never two mounts on a path, each refusal names the holder or the change); a run on a full /etc (fails,
 # /etc/fstab unchanged, its mount undone). A run is ramdisk_plan, then ramdisk_apply, each a module process.
 #
@@ -11,7 +12,8 @@
 # go with the namespace. The zram cases, one at a time, make zram devices and swaps, which are the kernel's: each
 # case removes every device a record or the journal of its namespace names. About 7 minutes on 2 busy cores.
 #
-# Arguments go to the driver: --only kill,cp-kill,concurrency,full-disk,zram, --tries N (20), --jobs N (2).
+# Arguments go to the driver: --only kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,zram, --tries N
+# (20), --jobs N (2).
 # Output: a table per part, each failure, the count and the time; each failed case's log and result stay in
 # build/transaction/. Exits 1 when a property failed, 2 when the test itself could not run.
 set -euo pipefail

@@ -15,6 +15,12 @@ and ramfs entries, both as Ansible runs a module (a Python process reading its a
   is one the journal names, and holds all of it; the disk copy is whole); the next run must succeed and leave
   exactly what one uninterrupted run leaves (mounts and their options, /etc/fstab, records, roots, the trees in
   the mounts and on disk, no journal, no staging mount). Also one run killed from outside while `cp` copies.
+- reboot points: the same kill points, and one more past the last (the whole run), each followed by a power cut in
+  the case's namespace (every mount under the case's paths and the staging area taken away, /run/ramdisk-provision
+  emptied, a new boot id bound over /proc/sys/kernel/random/boot_id) and a boot without systemd (each /etc/fstab
+  line under the case's paths mounted, which leaves an empty tmpfs over a migrated directory). Right after the
+  boot the disk copy must be whole; the next run must succeed and leave what one uninterrupted run leaves (the
+  empty mount over the directory replaced by one holding all of it).
 - concurrency: 2 and 5 runs of one policy started at once: never two mounts on one path (a watcher reads the mount
   table all along), the reference end state, and every run succeeded or failed naming the lock's holder or the
   change since its plan.
@@ -36,7 +42,7 @@ and ramfs entries, both as Ansible runs a module (a Python process reading its a
   it fails, and no device, swap, mount, fstab line or record of it is left. Each case removes every device it made.
 
 Usage: transaction.py --work DIR [--keep DIR] [--jobs N] [--tries N]
-       [--only kill,cp-kill,concurrency,full-disk,odd-paths,limits,zram].
+       [--only kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,zram].
 Prints a table per part and exits 1 when a property failed, 2 when the test could not run; each failed case's
 log and result go to --keep (build/transaction).
 """
@@ -55,6 +61,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLLECTIONS = os.path.join(REPO, ".cache", "collections")
@@ -449,6 +456,94 @@ def case_kill(spec, runner):
     out["problems"] = problems + out["problems"]
     return out
 
+
+
+def power_cut(work):
+    """What a power cut takes, in this namespace: every mount under the case's paths and the staging area (newest
+    first, lazily when busy), what lives in /run for the collection (the lock, the staging directories), and the
+    boot itself (a new boot id, bound over /proc/sys/kernel/random/boot_id here only). /etc and /var/lib keep what
+    was written. Returns the mount points taken away."""
+    taken = []
+    for _round in range(50):
+        left = [m["mount_point"] for m in mounts() if m["mount_point"].startswith((TOP + "/", paths.RUN_DIR + "/"))
+                or m["mount_point"] == paths.RUN_DIR]
+        if not left:
+            break
+        if subprocess.run(["umount", left[-1]], capture_output=True, check=False).returncode != 0:
+            sh("umount", "-l", left[-1])
+        taken.append(left[-1])
+    else:
+        raise CaseError("mounts stayed after the power cut: %s" % left)
+    shutil.rmtree(paths.RUN_DIR, ignore_errors=True)
+    boot_id = os.path.join(work, "boot_id")
+    with open(boot_id, "w", encoding="ascii") as handle:
+        handle.write("%s\n" % uuid.uuid4())
+    sh("mount", "--bind", boot_id, "/proc/sys/kernel/random/boot_id")
+    return taken
+
+
+def boot():
+    """What the boot does on a host without systemd: mount what /etc/fstab lists under the case's paths, in its
+    order (nothing fills a migrated mount). Returns [path, exit status, what mount said]."""
+    listed = subprocess.run(["findmnt", "--fstab", "-J", "-o", "TARGET"], capture_output=True, text=True, check=False)
+    targets = [fs["target"] for fs in (json.loads(listed.stdout)["filesystems"] if listed.stdout.strip() else [])]
+    out = []
+    for target in targets:
+        if target.startswith(TOP + "/"):
+            done = subprocess.run(["mount", target], capture_output=True, text=True, check=False)
+            out.append([target, done.returncode, done.stderr.strip()])
+    return out
+
+
+def boot_check(fixture, work):
+    """Right after the boot: the disk copy is whole, and what covers each path is what /etc/fstab says (the boot's
+    own mount, over DATA empty: the next run has to fill it or refuse naming it). Returns (facts, problems)."""
+    problems = []
+    facts = {"covered": {}}
+    for path in (DATA, PLAIN):
+        found = mounts_at(path)
+        if len(found) > 1:
+            problems.append("%d mounts at %s after the boot" % (len(found), path))
+        if found:
+            entries = len(os.listdir(path))
+            facts["covered"][path] = "empty" if not entries else "%d entries" % entries
+    disk, disk_problems = disk_digest(work, DATA)
+    problems += ["the disk copy after the boot: %s" % s for s in disk_problems + compare_trees(
+        fixture, disk, "fixture", "disk copy", root_mtime=True)]
+    return facts, problems
+
+
+def case_reboot(spec, runner):
+    """A run killed before its journal write N (or, past the last N, not killed), then a power cut and a boot
+    without systemd, then the next run."""
+    fixture = make_fixture(DATA, FIXTURES["small"])
+    first = runner.run(spec["policy"], kill_at=spec["n"])
+    out = {"first": outcome(first)}
+    if not first["killed"] and not first["ok"]:
+        raise CaseError("the run with %s=%d neither died nor succeeded: %s" % (KILL_ENV, spec["n"], first["msg"]))
+    _exists, _named, lines = journal_paths()
+    whats = {(line.get("run"), line.get("txn")): line.get("what") for line in lines if line.get("t") == "txn"}
+    out["killed_after"] = describe_line(lines[-1] if lines else None, whats) if first["killed"] else "(not killed)"
+    out["taken"] = power_cut(runner.work)
+    out["booted"] = boot()
+    problems = ["the boot could not mount %s: %s" % (path, said) for path, rc, said in out["booted"] if rc]
+    out["boot"], found = boot_check(fixture, runner.work)
+    problems += found
+    try:
+        second = runner.run(spec["policy"])
+    except CaseError as exc:
+        second = {"ok": False, "killed": False, "result": None, "msg": str(exc)}
+    out["second"] = outcome(second)
+    out["second"]["boots"] = sorted({r.get("boot") for r in (second.get("plan_recovered") or []) if r.get("boot")})
+    # What it changed: 'refill' for a migrate that first took away the empty mount the boot made.
+    out["second"]["did"] = ["%s %s" % (os.path.basename(m["path"]), "refill" if m["steps"][:1] == ["unmount"] else
+                                       m["action"]) for m in (second.get("result") or {}).get("mounts") or []
+                            if m.get("changed")]
+    if not second["ok"]:
+        problems.append("the run after the boot failed: %s" % (second["msg"] or second))
+    out = check_after(spec, runner, fixture, out)
+    out["problems"] = problems + out["problems"]
+    return out
 
 def _children(pid):
     """(pid, comm) of the processes whose parent is PID."""
@@ -989,8 +1084,8 @@ def case_limits(spec, runner):
 
 
 CASES = {"reference": case_reference, "kill": case_kill, "cp-kill": case_cp_kill, "concurrency": case_concurrency,
-         "full-disk": case_full_disk, "odd-paths": case_odd_paths, "limits": case_limits, "zram-reference": zram_case,
-         "zram-kill": zram_case, "zram-fail": zram_case}
+         "reboot": case_reboot, "full-disk": case_full_disk, "odd-paths": case_odd_paths, "limits": case_limits,
+         "zram-reference": zram_case, "zram-kill": zram_case, "zram-fail": zram_case}
 
 
 def inside(spec):
@@ -1060,29 +1155,35 @@ def compare(reference, result, name):
 
 
 class Queue(object):
-    """The cases for WORKERS threads: FRONT first, then the kill points one N at a time until a run with N is no
-    longer killed (two at a time, so at most one more is run than needed), then BACK."""
+    """The cases for WORKERS threads: FRONT first, then for each of SERIES (kill, reboot) its points one N at a time
+    until a run with N is no longer killed (two at a time, so at most one more is run than needed), then BACK."""
 
-    def __init__(self, front, kill, back):
+    def __init__(self, front, series, back):
         self.front = list(front)
         self.back = list(back)
-        self.kill = kill
-        self.next = 1
-        self.end = None
+        self.series = list(series)
+        self.next = dict((kind, 1) for kind in self.series)
+        self.ends = dict((kind, None) for kind in self.series)
         self.lock = threading.Lock()
+
+    @property
+    def end(self):
+        return self.ends.get("kill")
 
     def take(self):
         with self.lock:
             if self.front:
                 return self.front.pop(0)
-            if self.kill and self.end is None and self.next <= MAX_KILL_AT:
-                self.next += 1
-                return {"name": "kill-%d" % (self.next - 1), "case": "kill", "policy": "both", "n": self.next - 1}
+            for kind in self.series:
+                if self.ends[kind] is None and self.next[kind] <= MAX_KILL_AT:
+                    n = self.next[kind]
+                    self.next[kind] += 1
+                    return {"name": "%s-%d" % (kind, n), "case": kind, "policy": "both", "n": n}
             return self.back.pop(0) if self.back else None
 
-    def finished_at(self, n, _kind=None):
+    def finished_at(self, n, kind="kill"):
         with self.lock:
-            self.end = n if self.end is None else min(self.end, n)
+            self.ends[kind] = n if self.ends[kind] is None else min(self.ends[kind], n)
 
 
 def run_all(driver, queue, jobs):
@@ -1096,8 +1197,8 @@ def run_all(driver, queue, jobs):
                 return
             result = driver.case(spec)
             results[spec["name"]] = result
-            if spec["case"] == "kill" and not result.get("error") and not result["first"]["killed"]:
-                queue.finished_at(spec["n"], spec.get("kind"))
+            if spec["case"] in ("kill", "reboot") and not result.get("error") and not result["first"]["killed"]:
+                queue.finished_at(spec["n"], spec["case"])
 
     threads = [threading.Thread(target=worker, daemon=True) for _number in range(jobs)]
     for thread in threads:
@@ -1137,6 +1238,40 @@ def report_kill_points(results, reference, end):
             if not second["ok"]:
                 problems.append("kill point %d: the next run failed: %s" % (n, second["msg"] or second))
     return problems
+
+
+def report_reboot_points(results, reference, end):
+    """The reboot points' table. Returns (problems, the number of points run)."""
+    if end is None:
+        return ["reboot points: no run with %s=N (N up to %d) finished" % (KILL_ENV, MAX_KILL_AT)], 0
+    problems = []
+    if end - 1 < MIN_KILL_POINTS:
+        problems.append("reboot points: only %d journal writes, so only %d points (at least %d expected)"
+                        % (end - 1, end - 1, MIN_KILL_POINTS))
+    print("\nReboot points: a run of the policy (%s, migrate; %s, mount) killed just before its journal write N (at "
+          "N=%d not killed),\nthen a power cut (its mounts and /run gone, a new boot id), a boot without systemd "
+          "(mount what /etc/fstab lists), and the next run." % (DATA, PLAIN, end))
+    print("%4s  %-24s %-5s %-26s %-34s %-20s %s" % ("N", "killed after (journal)", "taken", "mounted by the boot",
+                                                    "the next run recovered", "then did", "verdict"))
+    for n in range(1, end + 1):
+        result = results["reboot-%d" % n]
+        found = compare(reference, result, "reboot point %d" % n)
+        # A point that hides data finds every file missing: the first few say enough.
+        problems += found[:8] + (["reboot point %d: and %d more" % (n, len(found) - 8)] if len(found) > 8 else [])
+        if result.get("error"):
+            print("%4d  ERROR %s" % (n, result["error"][:200]))
+            continue
+        booted = ",".join("%s (%s)" % (os.path.basename(path), what) for path, what in
+                          sorted(result["boot"]["covered"].items())) or "nothing"
+        second = result["second"]
+        recovered = ", ".join(r.replace("plan: ", "") for r in second["recovered"]) or "nothing"
+        if second["boots"]:
+            recovered += " (%s boot)" % "/".join(second["boots"])
+        print("%4d  %-24s %-5d %-26s %-34s %-20s %s" % (
+            n, result["killed_after"][:24], len(result["taken"]), booted[:26], recovered[:34],
+            (", ".join(second["did"]) or "nothing") if second["ok"] else "FAILED", "pass" if not found else "FAIL"))
+    print("Reboot points run: %d." % end)
+    return problems, end
 
 
 def report_cp_kill(result, reference):
@@ -1303,7 +1438,7 @@ def main():
     parser.add_argument("--keep", default=os.path.join(REPO, "build", "transaction"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--tries", type=int, default=20)
-    parser.add_argument("--only", default="kill,cp-kill,concurrency,full-disk,odd-paths,limits,zram")
+    parser.add_argument("--only", default="kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,zram")
     args = parser.parse_args()
     if args.inside:
         inside(json.loads(args.inside))
@@ -1312,18 +1447,20 @@ def main():
     began = time.monotonic()
     shutil.rmtree(args.keep, ignore_errors=True)
     driver = Driver(args.work, args.keep)
-    references = [{"name": "reference-big", "case": "reference", "policy": "data", "fixture": "big"},
-                  {"name": "reference-both", "case": "reference", "policy": "both", "fixture": "small"},
-                  {"name": "reference-data", "case": "reference", "policy": "data", "fixture": "small"}]
-    if not set(only) & {"kill", "cp-kill", "concurrency", "full-disk"}:
-        references = []
+    # Each reference run with the parts compared with it.
+    references = [spec for spec, parts in (
+        ({"name": "reference-big", "case": "reference", "policy": "data", "fixture": "big"}, {"cp-kill"}),
+        ({"name": "reference-both", "case": "reference", "policy": "both", "fixture": "small"},
+         {"kill", "reboot", "full-disk"}),
+        ({"name": "reference-data", "case": "reference", "policy": "data", "fixture": "small"}, {"concurrency"}))
+        if parts & set(only)]
     front = references + [spec for spec in ({"name": "cp-kill", "case": "cp-kill", "policy": "data"},
                                             {"name": "full-disk", "case": "full-disk", "policy": "both"},
                                             {"name": "odd-paths", "case": "odd-paths", "policy": "odd"},
                                             {"name": "limits", "case": "limits", "policy": "data"})
                           if spec["name"] in only]
     specs = concurrency_specs(args.tries) if "concurrency" in only else []
-    queue = Queue(front, "kill" in only, specs)
+    queue = Queue(front, [kind for kind in ("kill", "reboot") if kind in only], specs)
     results = run_all(driver, queue, args.jobs)
     problems = []
     for spec in references:
@@ -1337,6 +1474,10 @@ def main():
             problems.append("%s: a journal, a staging mount, or not one mount per path: %s" % (spec["name"], state))
     if "kill" in only:
         problems += report_kill_points(results, results["reference-both"], queue.end)
+    reboot_points = 0
+    if "reboot" in only:
+        found, reboot_points = report_reboot_points(results, results["reference-both"], queue.ends["reboot"])
+        problems += found
     if "cp-kill" in only:
         problems += report_cp_kill(results["cp-kill"], results["reference-big"])
     if specs:
@@ -1356,10 +1497,10 @@ def main():
     print()
     for problem in problems:
         print("FAIL: %s" % problem)
-    print("transaction: %d cases, %s kill points and %d of zram; %s; %.0f s of which the cases %s s"
-          % (len(results), queue.end - 1 if queue.end else "no", zram_points, "%d problems" % len(problems) if problems
-             else "all properties held", time.monotonic() - began,
-             round(sum(result["seconds"] for result in results.values()))))
+    print("transaction: %d cases, %s kill points, %d reboot points and %d of zram; %s; %.0f s of which the cases "
+          "%s s" % (len(results), queue.end - 1 if queue.end else "no", reboot_points, zram_points,
+                    "%d problems" % len(problems) if problems else "all properties held", time.monotonic() - began,
+                    round(sum(result["seconds"] for result in results.values()))))
     return 1 if problems else 0
 
 

@@ -113,3 +113,15 @@ def test_mount_persist():
                                 {"disk": 1, "path": "/srv/b", "persist": {"backing": "/var/lib/ramdisk-backing/a"}}])
     assert any("brd_mounts[1].persist.backing is '/var/lib/ramdisk-backing/a': it overlaps" in error
                for error in bad["errors"]), bad["errors"]
+
+
+def test_an_empty_brd_file_system_over_data_on_disk_is_not_a_refill():
+    # Only tmpfs and ramfs are filled again from the disk when a boot left them empty; brd's disks have steps of
+    # their own (mkfs, the module), which do not take it.
+    host = facts(loaded=True, rd_nr=1, rd_size_kib=65536)
+    host["paths"]["/srv/a"] = dict(EMPTY, mountpoint=True, below=dict(EMPTY, empty=False, inodes=3))
+    host["mounts"] = [{"path": "/srv/a", "fstype": "xfs", "source": "/dev/ram0", "options": ["rw"],
+                       "size_bytes": 64 * MIB, "used_bytes": 0, "inodes_total": 100, "inodes_used": 1}]
+    result = plan(mounts=[{"disk": 0, "path": "/srv/a", "fstype": "xfs", "migrate": True}], host_facts=host)
+    (mount,) = result["mounts"]
+    assert mount["action"] != "migrate" and not mount.get("refill")

@@ -224,3 +224,32 @@ def test_fstab_undo_puts_the_old_lines_back_where_they_were(host):
     assert "size=2M" in open(paths.FSTAB).read()
     ex.undo_fstab(args, {}, True)
     assert open(paths.FSTAB).read() == FSTAB
+
+
+def test_an_empty_mount_a_boot_made_goes_before_the_fill_from_disk(host, monkeypatch):
+    booted = {"mount_point": "/srv/a", "mount_id": 42, "fstype": "tmpfs", "source": "tmpfs"}
+    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [booted])
+    real_isdir = os.path.isdir
+    monkeypatch.setattr(os.path, "isdir", lambda p: p == "/srv/a" or real_isdir(p))
+    steps, pivot = ex_mod.build(entry(action="migrate", migrate=True, refill=True), systemd=False)
+    names = [step["step"] for step in steps]
+    assert names[:8] == ["unmount", "bind", "mkdir", "mount", "copy", "release", "root", "move"]
+    assert steps[0]["args"] == {"path": "/srv/a", "mount_id": 42, "empty": True} and steps[pivot]["step"] == "move"
+    plain, _pivot = ex_mod.build(entry(action="migrate", migrate=True), systemd=False)
+    assert "unmount" not in [step["step"] for step in plain]
+
+
+def test_an_empty_mount_that_was_written_to_since_the_plan_stays(tmp_path, monkeypatch):
+    mounted = tmp_path / "data"
+    mounted.mkdir()
+    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": str(mounted), "mount_id": 42,
+                                                       "fstype": "tmpfs", "source": "tmpfs"}])
+    calls = []
+    ex = ex_mod.Executor(lambda argv: calls.append(argv) or (0, "", ""), False, "web1")
+    (mounted / "new").write_text("written after the plan\n")
+    with pytest.raises(ex_mod.StepError, match="is not empty any more, so it stays as it is"):
+        ex.do_unmount({"path": str(mounted), "mount_id": 42, "empty": True})
+    assert calls == []
+    (mounted / "new").unlink()
+    ex.do_unmount({"path": str(mounted), "mount_id": 42, "empty": True})
+    assert calls == [["umount", str(mounted)]]

@@ -129,3 +129,48 @@ def test_tmpfs_quota_probe_changes_nothing():
     assert _host_facts.probe_tmpfs_flag("not-a-tmpfs-option") in (False, None)
     with open("/proc/self/mountinfo", encoding="utf-8") as handle:
         assert handle.read() == before
+
+
+def test_what_lies_on_disk_under_a_mount_is_seen_through_a_clone_of_its_parent(tmp_path):
+    data = tmp_path / "srv" / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "sub" / "f").write_text("on disk\n")
+
+    def clone(path):
+        # The kernel's clone of the parent shows the directory without the mount on it; a plain descriptor of the
+        # parent stands in for it here (nothing is mounted in a unit test).
+        return os.open(os.path.dirname(path), os.O_RDONLY)
+
+    below = _host_facts.disk_below(str(data), 5, clone=clone)
+    assert below["exists"] and below["is_dir"] and below["empty"] is False
+    assert below["inodes"] == 3 and below["complete"] is True
+    assert _host_facts.disk_below(str(tmp_path / "srv" / "gone"), 5, clone=clone) == {
+        "exists": False, "is_dir": None, "empty": None}
+    assert _host_facts.disk_below(str(data), 5, clone=lambda path: None) is None
+
+
+def test_only_an_empty_ram_mount_is_looked_under(monkeypatch, tmp_path):
+    looked = []
+    monkeypatch.setattr(_host_facts, "disk_below", lambda path, timeout: looked.append(path) or {"empty": False})
+    empty, full = tmp_path / "empty", tmp_path / "full"
+    empty.mkdir()
+    full.mkdir()
+    (full / "f").write_text("x")
+    mountinfo = parse_mountinfo("".join(
+        "%d 1 0:%d / %s rw - %s %s rw\n" % (30 + i, 60 + i, path, fstype, fstype)
+        for i, (path, fstype) in enumerate(((empty, "tmpfs"), (full, "tmpfs")))))
+    assert _host_facts.path_facts(str(empty), mountinfo, 5)["below"] == {"empty": False}
+    assert _host_facts.path_facts(str(full), mountinfo, 5)["below"] is None
+    ext4 = parse_mountinfo("40 1 8:1 / %s rw - ext4 /dev/sda1 rw\n" % empty)
+    assert _host_facts.path_facts(str(empty), ext4, 5)["below"] is None
+    assert looked == [str(empty)]
+
+
+def test_gather_decides_from_the_mount_table_it_is_given(tmp_path):
+    # ramdisk_plan reads the table once, for the facts and for what it says it saw at each path: a mount that came
+    # in between two readings was seen and not planned for (two runs then stacked their mounts).
+    given = parse_mountinfo("1 0 8:1 / / rw - ext4 /dev/sda1 rw\n30 1 0:60 / %s rw - tmpfs tmpfs rw,size=1024k\n"
+                            % tmp_path)
+    facts = _host_facts.gather([str(tmp_path)], 5, given)
+    assert facts["paths"][str(tmp_path)]["mountpoint"] is True
+    assert [mount["path"] for mount in facts["mounts"]] == [str(tmp_path)]

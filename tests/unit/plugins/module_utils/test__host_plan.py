@@ -577,3 +577,52 @@ def test_a_system_directory_through_a_link_is_named_as_a_system_directory():
     """On merged-/usr hosts /lib is a link to /usr/lib: /lib/modules is refused for what it holds, not as a link."""
     (error,) = plan([{"path": "/lib/modules", "size": "16M"}], view=FakeView(links={"/lib": "/usr/lib"}))["errors"]
     assert "ramdisk_mounts[0].path is '/lib/modules': a system path that must not be hidden" in error
+
+
+def _booted_empty(path="/srv/data", below_empty=False):
+    """The tmpfs a boot mounted at PATH from its /etc/fstab line: empty, over what the directory holds on disk."""
+    host = _live_tmpfs(path)
+    host["paths"][path].update(empty=True, usage_bytes=0, inodes=1, complete=True, below={
+        "exists": True, "is_dir": True, "empty": below_empty, "usage_bytes": 4096 if below_empty else 8192,
+        "inodes": 1 if below_empty else 3, "xattr_bytes": 0, "complete": True})
+    return host
+
+
+OURS = {"/srv/data": {"path": "/srv/data", "fstype": "tmpfs", "created_dir": False, "root_kept": {}}}
+
+
+def test_an_empty_mount_a_boot_made_over_migrated_data_is_filled_again():
+    result = plan([{"path": "/srv/data", "size": "16M"}], view=FakeView(records=OURS), host_facts=_booted_empty())
+    assert result["errors"] == []
+    (entry,) = result["tmpfs"]
+    assert entry["action"] == "migrate" and entry["refill"] is True and entry["todo"]
+
+
+@pytest.mark.parametrize("entry, host", [
+    ({"path": "/srv/data", "size": "16M"}, _booted_empty(below_empty=True)),
+    ({"path": "/srv/data", "size": "16M", "migrate": False}, _booted_empty()),
+    ({"path": "/srv/data", "size": "16M"}, _live_tmpfs("/srv/data")),
+], ids=["nothing on disk", "not migrated", "not looked under"])
+def test_a_mount_with_nothing_to_take_in_is_kept(entry, host):
+    result = plan([entry], view=FakeView(records=OURS), host_facts=host)
+    assert result["errors"] == [] and result["tmpfs"][0]["action"] in ("ok", "remount")
+    assert not result["tmpfs"][0].get("refill")
+
+
+def test_an_empty_mount_nothing_accounts_for_is_not_replaced():
+    (error,) = plan([{"path": "/srv/data", "size": "16M"}], host_facts=_booted_empty())["errors"]
+    assert "a tmpfs is mounted there that nothing accounts for" in error
+
+
+def test_an_empty_mount_in_use_is_not_replaced():
+    busy = FakeView(records=OURS, users_of={"/srv/data": [(4242, "sleep")]})
+    assert plan([{"path": "/srv/data", "size": "16M"}], view=busy, host_facts=_booted_empty())["errors"] == [
+        "Host h1: ramdisk_mounts[0].path is '/srv/data': the tmpfs mounted there is empty over what the directory "
+        "holds on disk and is to be replaced by one filled from it, but it is in use by pid 4242 (sleep). Stop it "
+        "first (fuser -vm /srv/data lists them), then run again."]
+
+
+def test_the_data_under_an_empty_mount_must_fit_in_the_new_one():
+    (error,) = plan([{"path": "/srv/data", "size": "4096"}], view=FakeView(records=OURS),
+                    host_facts=_booted_empty())["errors"]
+    assert "the 8.0 KiB already in '/srv/data' would not fit" in error
