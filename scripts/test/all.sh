@@ -29,8 +29,8 @@ fi
 declare -A EXPECTED=([vm-image+molecule-vm]=1200 [build+tarball-lab]=900 [sanity]=420 [hostile]=300
                      [molecule-benchmark]=600 [molecule-metrics]=300 [molecule-zram]=260 [molecule-tmpfs_ramfs]=240
                      [molecule-database]=240 [molecule-policy]=160 [molecule-tmpfs_absent]=150 [molecule-survey]=90
-                     [molecule-tmpfs_invalid]=90 [unit]=110 [lint]=90 [transaction]=240
-                     [transaction-persist]=420 [ee]=5 [apt-lock]=35 [demo]=300)
+                     [molecule-tmpfs_invalid]=90 [unit]=110 [lint]=90 [transaction]=330
+                     [transaction-persist]=420 [ee]=5 [apt-lock]=35 [demo]=120)
 # The command of each suite.
 declare -A COMMAND=([lint]="bash scripts/test/lint.sh" [unit]=".venv/bin/python -m pytest tests/unit -q"
                     [hostile]="bash scripts/test/hostile.sh" [transaction]="bash scripts/test/transaction.sh"
