@@ -577,3 +577,18 @@ def test_a_system_directory_through_a_link_is_named_as_a_system_directory():
     """On merged-/usr hosts /lib is a link to /usr/lib: /lib/modules is refused for what it holds, not as a link."""
     (error,) = plan([{"path": "/lib/modules", "size": "16M"}], view=FakeView(links={"/lib": "/usr/lib"}))["errors"]
     assert "ramdisk_mounts[0].path is '/lib/modules': a system path that must not be hidden" in error
+
+
+@pytest.mark.parametrize("keep, error", [
+    (0, "Host h1: ramdisk_mounts[0].persist.keep is 0: fewer than one copy"),
+    ("two", "Host h1: ramdisk_mounts[0].persist.keep is 'two': not a whole number of copies"),
+    (3, None),
+])
+def test_persist_keep_through_the_host_plan(keep, error):
+    entry = {"path": "/srv/cache", "size": "1G", "persist": {"backing": "/var/lib/ramdisk-backing/cache", "keep": keep}}
+    result = plan([entry])
+    if error:
+        assert any(message.startswith(error) for message in result["errors"]), result["errors"]
+    else:
+        assert result["errors"] == [], result["errors"]
+        assert [mount["persist"]["keep"] for mount in result["policy"]["entries"] if mount.get("persist")] == [keep]
