@@ -438,7 +438,7 @@ def check_persist(entry, value, path):
                     "Use a span such as 30s, 5min, 1h or 1h30min (a plain number is seconds).")
     elif seconds < 1:
         entry.error("persist.interval", interval, "shorter than a second",
-                    "Use a span of at least 1s, such as 30s, 5min or 1h; each sync copies the whole mount.")
+                    "Use a span of at least 1s, such as 30s, 5min or 1h; each sync reads the whole mount.")
 
     services = value.get("services")
     if services is None:

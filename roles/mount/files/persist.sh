@@ -220,31 +220,59 @@ sync_back() {
   # fsync the directory: the switch is on disk before any older copy goes.
   sync "$BACKING"
   identity >"$restored"
-  # What this sync wrote: the new copy's blocks that the previous copy does not share (du counts each file once).
-  if [ -n "$previous" ] && [ -d "$BACKING/$previous" ]; then
+  # What this sync wrote: the blocks of the new copy that the previous copy does not share (du counts each file
+  # once). Not rsync's --stats: it leaves out the files it copies from the previous copy when only their mode or
+  # owner changed, which are written all the same. With the previous copy's size from the status of the sync that
+  # made it (a copy never changes), the one walk below gives it; else, or when that copy goes now, a walk of both.
+  previous_bytes=''
+  if [ -n "$previous" ] && [ -r "$status_dir/$token.status" ]; then
+    previous_bytes=$(awk -F= -v snap="$previous" '$1 == "LAST_OK_SNAPSHOT" { s = $2 } $1 == "LAST_OK_BYTES" { b = $2 }
+      END { if (s == snap && b ~ /^[0-9]+$/) print b }' "$status_dir/$token.status")
+  fi
+  if [ -n "$previous" ] && { [ -z "$previous_bytes" ] || [ "$keep" -eq 1 ]; }; then
     written_bytes=$(du -s -B1 "$BACKING/$previous" "$BACKING/snap-$stamp" | awk 'NR == 2 { print $1 }')
   fi
   remove_beyond_keep
-  # What the copy and the whole backing take on disk, in one walk: du counts each file once.
-  sizes=$(du -s -B1 "$BACKING/snap-$stamp" "$BACKING" | awk 'NR == 1 { s = $1 } { t += $1 } END { print s " " t }')
-  sync_bytes=${sizes% *}
-  backing_bytes=${sizes#* }
+  # What the copy and the whole backing take on disk, in one walk: the new copy, what the previous one holds
+  # besides (it stays unless KEEP=1), then the rest.
+  if [ -n "$previous" ] && [ -d "$BACKING/$previous" ]; then
+    set -- "$BACKING/snap-$stamp" "$BACKING/$previous" "$BACKING"
+  else
+    set -- "$BACKING/snap-$stamp" "$BACKING/snap-$stamp" "$BACKING"
+  fi
+  sizes=$(du -s -B1 "$@" | awk 'NR == 1 { n = $1 } NR == 2 { p = $1 } { t += $1 } END { print n " " p + 0 " " t }')
+  sync_bytes=${sizes%% *}
+  backing_bytes=${sizes##* }
+  previous_only=${sizes#* }
+  previous_only=${previous_only% *}
+  if [ -z "$written_bytes" ] && [ -n "$previous_bytes" ] && [ -d "$BACKING/$previous" ]; then
+    # The new copy's size less what it shares with the previous one (its size less what it holds alone).
+    written_bytes=$((sync_bytes - previous_bytes + previous_only))
+  fi
+  # A first copy, or one of everything by cp, wrote all of it.
   [ -n "$written_bytes" ] || written_bytes=$sync_bytes
   say "synced $MOUNT to $BACKING/snap-$stamp ($copy copy, $written_bytes bytes written)"
 }
 
-# The copies beyond KEEP, oldest first by name (the stamp), and what syncs cut short left. A removal that fails
-# leaves a copy for the next sync to remove; it never fails this one, whose copy is current already.
+# The copies beyond KEEP, oldest first by name (the stamp), and what syncs cut short left. The new copy stays, and
+# with KEEP of 2 or more the previous one too, whatever their names say (the clock may have gone back). A removal
+# that fails leaves a copy for the next sync to remove; it never fails this one, whose copy is current already.
 remove_beyond_keep() {
+  spared=$BACKING/snap-$stamp
+  kept=1
+  if [ "$keep" -gt 1 ] && [ -n "$previous" ]; then
+    spared="$spared $BACKING/$previous"
+    kept=2
+  fi
   others=0
   for old in "$BACKING"/snap-*; do
-    if [ "$old" != "$BACKING/snap-$stamp" ] && { [ -e "$old" ] || [ -L "$old" ]; }; then
+    if ! spared "$old" && { [ -e "$old" ] || [ -L "$old" ]; }; then
       others=$((others + 1))
     fi
   done
-  excess=$((others - keep + 1))
+  excess=$((others - keep + kept))
   for old in "$BACKING"/snap-* "$BACKING"/.new-* "$BACKING"/.current-*; do
-    if [ "$old" = "$BACKING/snap-$stamp" ] || { [ ! -e "$old" ] && [ ! -L "$old" ]; }; then
+    if spared "$old" || { [ ! -e "$old" ] && [ ! -L "$old" ]; }; then
       continue
     fi
     case ${old#"$BACKING"/} in
@@ -255,6 +283,14 @@ remove_beyond_keep() {
     esac
     rm -rf -- "$old" || say "could not remove $old; the next sync tries again"
   done
+}
+
+# Whether $1 is one of the copies remove_beyond_keep spares (paths carry no spaces: the role checks them).
+spared() {
+  for spared_one in $spared; do
+    [ "$1" != "$spared_one" ] || return 0
+  done
+  return 1
 }
 
 case $command in

@@ -309,6 +309,48 @@ def test_a_sync_links_what_did_not_change(helper):
     assert "incremental copy, %d bytes written" % written in result.stderr
 
 
+@needs_rsync
+@pytest.mark.parametrize("how", ["status", "no status", "keep 1"])
+def test_the_bytes_written_are_what_the_new_copy_does_not_share(helper, how):
+    """From the previous copy's recorded size and one walk (status), or from a walk of both copies (no status, or
+    a previous copy that goes at once)."""
+    fill(helper.mount, {"d%d/f" % n: "x" * 5000 for n in range(20)})
+    assert helper.run("sync").returncode == 0
+    first = helper.current
+    # Links to the first copy's files, kept here so they can be compared once that copy is gone.
+    reference = helper.root / "reference"
+    subprocess.run(["cp", "-al", str(helper.backing / first), str(reference)], check=True)
+    if how == "no status":
+        (helper.root / "status" / ("%s.status" % TOKEN)).unlink()
+    elif how == "keep 1":
+        helper.configure(1)
+    fill(helper.mount, {"d3/f": "y" * 7000, "d4/new": "z" * 100})
+    os.chmod(helper.mount / "d5" / "f", 0o600)
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    status = helper.status()
+    assert int(status["LAST_OK_WRITTEN_BYTES"]) == du_new(reference, helper.backing / helper.current)
+    assert int(status["LAST_OK_BYTES"]) == du(helper.backing / helper.current)
+    assert int(status["LAST_OK_BACKING_BYTES"]) == du(helper.backing)
+    assert helper.snapshots() == ([helper.current] if how == "keep 1" else [first, helper.current])
+
+
+@pytest.mark.parametrize("keep, left", [(2, ["previous", "new"]), (3, ["previous", "new", "snap-29991231T000000.000000000Z"])])
+def test_the_previous_copy_stays_whatever_its_name_says(helper, keep, left):
+    """A clock set back makes the new copy's name older than others: the copies kept are still the new one and
+    the one it follows, and the others go oldest name first."""
+    helper.configure(keep)
+    fill(helper.mount, {"a": "1"})
+    assert helper.run("sync").returncode == 0
+    previous = helper.current
+    for stray in ("snap-19700101T000000.000000000Z", "snap-29991231T000000.000000000Z"):
+        (helper.backing / stray).mkdir()
+    (helper.mount / "a").write_text("2", encoding="utf-8")
+    assert helper.run("sync").returncode == 0
+    names = {"previous": previous, "new": helper.current}
+    assert helper.snapshots() == sorted(names.get(name, name) for name in left)
+
+
 @pytest.mark.parametrize("keep, syncs, kept", [(1, 3, 1), (None, 3, 2), (3, 5, 3), (4, 2, 2), ("lots", 3, 2)])
 def test_keep_sets_how_many_copies_stay(helper, keep, syncs, kept):
     helper.configure(keep)
