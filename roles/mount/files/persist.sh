@@ -238,16 +238,18 @@ sync_back() {
   if [ -n "$previous" ] && [ -d "$BACKING/$previous" ]; then
     set -- "$BACKING/snap-$stamp" "$BACKING/$previous" "$BACKING"
   else
-    set -- "$BACKING/snap-$stamp" "$BACKING/snap-$stamp" "$BACKING"
+    set -- "$BACKING/snap-$stamp" "$BACKING"
   fi
   sizes=$(du -s -B1 "$@" | awk 'NR == 1 { n = $1 } NR == 2 { p = $1 } { t += $1 } END { print n " " p + 0 " " t }')
   sync_bytes=${sizes%% *}
   backing_bytes=${sizes##* }
   previous_only=${sizes#* }
   previous_only=${previous_only% *}
-  if [ -z "$written_bytes" ] && [ -n "$previous_bytes" ] && [ -d "$BACKING/$previous" ]; then
-    # The new copy's size less what it shares with the previous one (its size less what it holds alone).
+  if [ -z "$written_bytes" ] && [ -n "$previous_bytes" ] && [ $# -eq 3 ]; then
+    # The new copy's size less what it shares with the previous one (its size less what it holds alone); a
+    # figure that cannot be (a previous copy changed by hand) leaves the whole copy counted.
     written_bytes=$((sync_bytes - previous_bytes + previous_only))
+    [ "$written_bytes" -ge 0 ] || written_bytes=''
   fi
   # A first copy, or one of everything by cp, wrote all of it.
   [ -n "$written_bytes" ] || written_bytes=$sync_bytes
