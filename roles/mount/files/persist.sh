@@ -14,7 +14,7 @@
 # the earlier one holds. Without rsync (or with one lacking ACL or xattr support) it copies everything with cp -a,
 # as before, and says so in the status (COPY_TOOL=cp). The collection does not install rsync: it is a saving, not
 # what makes a copy correct, and a package the host's owner did not ask for, fetched at apply time from a
-# repository the host may not reach.
+# repository the host may not reach. ramdisk_plan warns at every run on a host with a persisted mount and no rsync.
 #
 # A sync never leaves the backing half-written: it copies into BACKING/.new-STAMP, flushes it to disk,
 # renames it to snap-STAMP, points a new link at it and renames that link over BACKING/current (rename(2)
