@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/scripts/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: demo demo-test test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab apt-lock bench bench-fleet bench-converge bench-stability bench-survey bench-metrics bench-lab bench-seeds clean
+.PHONY: demo demo-test test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab apt-lock bench bench-fleet bench-converge bench-stability bench-survey bench-metrics bench-persist bench-lab bench-seeds clean
 
 # Everything the tests use (with qemu, promtool and chromium); `make lab` installs only what the lab needs.
 setup:
@@ -173,6 +173,14 @@ bench-stability: lab
 # private mount namespace, all removed again): its time beside the target (0.2 s).
 bench-metrics: setup
 	$(BIN)/python scripts/bench/metrics_cost.py
+
+# One persist sync of a 1.09 GiB, 50,000-file tree with 1% of it changed, on this machine as root (the tree on a tmpfs
+# in a private mount namespace, the backing on an ext4 in a file under /var/tmp attached as a loop device; all removed
+# again): bytes written to the disk and time, for the full copy (cp -a, as before), the incremental one (rsync
+# --link-dest) and rsync run by hand, beside the targets (at most 3% of the tree written; at most 1.2x rsync by
+# hand's time). About 2 minutes here.
+bench-persist: setup
+	$(BIN)/python scripts/bench/persist.py
 
 # survey_report on 10,000 synthetic hosts: the time to write the whole report, beside its target (10 s).
 bench-survey: setup

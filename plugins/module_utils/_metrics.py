@@ -66,7 +66,9 @@ METRICS = {
     "ramdisk_persist_last_success": ("gauge", "1 when the last sync attempt succeeded, 0 when it failed or was refused."),
     "ramdisk_persist_last_exit_code": ("gauge", "Exit status of the persist helper's last sync attempt."),
     "ramdisk_persist_last_duration_seconds": ("gauge", "How long the last sync attempt took."),
-    "ramdisk_persist_last_sync_bytes": ("gauge", "Bytes of the copy the last successful sync wrote."),
+    "ramdisk_persist_last_sync_bytes": ("gauge", "Bytes the copy made by the last successful sync takes on disk, its files shared with the copy before it included."),
+    "ramdisk_persist_last_sync_written_bytes": ("gauge", "Bytes the last successful sync wrote to the backing: what changed since the copy before it (unchanged files are hard links), or all of the copy when it copied everything."),
+    "ramdisk_persist_full_copy": ("gauge", "1 when the last sync attempt copied everything because rsync is missing on the host (or lacks ACL or xattr support), else 0."),
     "ramdisk_persist_copies": ("gauge", "Complete copies (snap-*) in the backing directory."),
     "ramdisk_persist_backing_bytes": ("gauge", "Bytes the backing directory held after the last successful sync."),
     "ramdisk_persist_backing_free_bytes": ("gauge", "Bytes available on the file system of the backing directory."),
@@ -210,6 +212,9 @@ def samples(snapshot):
         add("ramdisk_persist_last_exit_code", labels, item.get("exit_code"))
         add("ramdisk_persist_last_duration_seconds", labels, item.get("duration"))
         add("ramdisk_persist_last_sync_bytes", labels, item.get("sync_bytes"))
+        add("ramdisk_persist_last_sync_written_bytes", labels, item.get("written_bytes"))
+        if item.get("copy_tool"):
+            add("ramdisk_persist_full_copy", labels, 0 if item["copy_tool"] == "rsync" else 1)
         add("ramdisk_persist_copies", labels, item.get("copies"))
         add("ramdisk_persist_backing_bytes", labels, item.get("backing_bytes"))
         add("ramdisk_persist_backing_free_bytes", labels, item.get("backing_free_bytes"))
@@ -302,10 +307,12 @@ def table(snapshot):
         if item is None:
             keep = "-"
         else:
-            keep = "%s, last copy %s ago, %s %s, to %s" % (
+            keep = "%s, last copy %s ago%s, %s %s, to %s%s" % (
                 {"ok": "ok", "failed": "LAST SYNC FAILED", "refused": "LAST SYNC REFUSED"}.get(item.get("result"), "no sync yet"),
                 age(now - item["last_success"]) if item.get("last_success") else "never",
-                item.get("copies", 0), "copy" if item.get("copies") == 1 else "copies", item["backing"])
+                " (wrote %s)" % human(item["written_bytes"]) if item.get("written_bytes") is not None else "",
+                item.get("copies", 0), "copy" if item.get("copies") == 1 else "copies", item["backing"],
+                "; copies all, no rsync" if item.get("copy_tool") == "cp" else "")
         if not mount.get("mounted"):
             rows.append((mount["path"], mount.get("backend") or "", mount.get("purpose") or "", "-", "-", "-", "-",
                          "NOT MOUNTED; " + keep if keep != "-" else "NOT MOUNTED"))
@@ -448,6 +455,7 @@ def _persisted(conf_dir, status_dir):
             item["result"] = status["RESULT"]
             item["exit_code"] = number(status.get("EXIT"))
             item["last_attempt"] = _float(status.get("FINISHED"))
+            item["copy_tool"] = status.get("COPY_TOOL") or None
             started = _float(status.get("STARTED"))
             if started is not None and item["last_attempt"] is not None:
                 item["duration"] = round(item["last_attempt"] - started, 3)
@@ -455,6 +463,7 @@ def _persisted(conf_dir, status_dir):
             # The helper's own end time of the sync that made the current copy.
             item["last_success"] = _float(status.get("LAST_OK_FINISHED")) or item["last_success"]
             item["sync_bytes"] = number(status.get("LAST_OK_BYTES"))
+            item["written_bytes"] = number(status.get("LAST_OK_WRITTEN_BYTES"))
             item["backing_bytes"] = number(status.get("LAST_OK_BACKING_BYTES"))
         try:
             st = os.statvfs(backing)

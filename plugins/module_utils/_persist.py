@@ -20,6 +20,7 @@ import re
 import shlex
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import PERSIST_KEEP
 
 # What the persist helper keeps in a backing directory; anything else there is not ours.
 BACKING_NAMES_RE = re.compile(r"^(?:current|snap-.+|\.new-.+|\.current-.+)$")
@@ -188,12 +189,15 @@ def read_state(token, backing, live_path, systemd, run):
 
 
 def conf_text(entry):
-    """The record the helper reads for ENTRY (a planned mount with persist): its mount, backing and interval."""
+    """The record the helper reads for ENTRY (a planned mount with persist): its mount, backing, interval and the
+    copies the backing keeps."""
     persist = entry["persist"]
     return ("# The RAM mount and the backing directory on disk that keeps it, read by the persist helper for its units\n"
-            "# and by the metrics collector (INTERVAL_SECONDS: how often the timer syncs).\n"
-            "MOUNT=%s\nBACKING=%s\nINTERVAL_SECONDS=%d\n"
-            % (shlex.quote(entry["path"]), shlex.quote(persist["backing"]), int(persist.get("interval_seconds") or 0)))
+            "# and by the metrics collector (INTERVAL_SECONDS: how often the timer syncs; KEEP: how many complete\n"
+            "# copies the backing keeps, current included).\n"
+            "MOUNT=%s\nBACKING=%s\nINTERVAL_SECONDS=%d\nKEEP=%d\n"
+            % (shlex.quote(entry["path"]), shlex.quote(persist["backing"]), int(persist.get("interval_seconds") or 0),
+               int(persist.get("keep") or PERSIST_KEEP)))
 
 
 def unit_texts(entry):

@@ -133,8 +133,10 @@ _MPOL_RE = re.compile(
     r"^(?:default|local|prefer(?::\d+)?|bind:%s|interleave(?::%s)?|weighted-interleave(?::%s)?|"
     r"preferred-many:%s)(?:=(?:static|relative))?$" % (_NODELIST, _NODELIST, _NODELIST, _NODELIST)
 )
-PERSIST_KEYS = ("backing", "interval", "services")
+PERSIST_KEYS = ("backing", "interval", "services", "keep")
 PERSIST_INTERVAL = "15min"
+# Complete copies a backing keeps, current included: the one before it too, should the last sync copy a mistake.
+PERSIST_KEEP = 2
 # Where a backing copy would not outlive a reboot, or would be cleaned away.
 BACKING_REFUSED_TREES = (
     ("/proc", "a kernel file system"),
@@ -405,7 +407,8 @@ def timespan_seconds(value):
 
 
 def check_persist(entry, value, path):
-    """An entry's persist, normalized to {'backing', 'interval', 'interval_seconds', 'services'}, or None when off.
+    """An entry's persist, normalized to {'backing', 'interval', 'interval_seconds', 'services', 'keep'}, or None when
+    off.
 
     PATH is the entry's checked mount point (None when it was wrong); errors go to ENTRY.
     """
@@ -436,7 +439,7 @@ def check_persist(entry, value, path):
                     "Use a span such as 30s, 5min, 1h or 1h30min (a plain number is seconds).")
     elif seconds < 1:
         entry.error("persist.interval", interval, "shorter than a second",
-                    "Use a span of at least 1s, such as 30s, 5min or 1h; each sync copies the whole mount.")
+                    "Use a span of at least 1s, such as 30s, 5min or 1h; each sync reads the whole mount.")
 
     services = value.get("services")
     if services is None:
@@ -453,6 +456,7 @@ def check_persist(entry, value, path):
             elif isinstance(unit, str) and re.match(r"^[A-Za-z0-9:_.\\-]+(?:@[A-Za-z0-9:_.\\-]+)?$", unit):
                 fix = "Write the unit's type too: '%s.service'." % unit
             entry.error("persist.services[%d]" % position, unit, "not a unit name", fix)
+    keep = _check_keep(entry, value.get("keep"))
     if path == "/tmp":
         entry.error("persist", value, "set on /tmp, and /tmp is emptied at boot by design",
                     "Set persist: null for /tmp; persist is for a data directory such as /var/lib/<name>.")
@@ -469,7 +473,27 @@ def check_persist(entry, value, path):
         "interval": interval.strip() if isinstance(interval, str) else "%gs" % seconds,
         "interval_seconds": seconds,
         "services": list(dict.fromkeys(services)),
+        "keep": keep,
     }
+
+
+def _check_keep(entry, raw):
+    """persist.keep as an int of 1 or more (PERSIST_KEEP when left out); a number given as text is taken."""
+    if raw is None:
+        return PERSIST_KEEP
+    fix = ("Give how many complete copies the backing keeps, the current one included: 1 or more, such as %d "
+           "(the default: the current copy and the one before it)." % PERSIST_KEEP)
+    if isinstance(raw, str) and re.match(r"^\s*-?\d+\s*$", raw):
+        number = int(raw)
+    elif isinstance(raw, int) and not isinstance(raw, bool):
+        number = raw
+    else:
+        entry.error("persist.keep", raw, "not a whole number of copies", fix)
+        return None
+    if number < 1:
+        entry.error("persist.keep", raw, "fewer than one copy, and the backing always keeps the current one", fix)
+        return None
+    return number
 
 
 def _check_backing(entry, raw, path):

@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-PACKAGES=python3,systemd,systemd-sysv,util-linux,e2fsprogs,fio,kmod,procps,attr,acl,sudo,bonnie++
+PACKAGES=python3,systemd,systemd-sysv,util-linux,e2fsprogs,fio,kmod,procps,attr,acl,sudo,bonnie++,rsync
 REPO=ramdisk-lab/debian
 CACHE=$PWD/.cache/debootstrap
 # Image name -> tag, and what it is made from: a Debian suite (base images) or a base image plus packages.

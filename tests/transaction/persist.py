@@ -56,6 +56,7 @@ from transaction import CaseError, KILL_ENV, paths  # noqa: E402
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import BACKING_NAMES_RE, unit_names  # noqa: E402
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, tree_digest  # noqa: E402
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import token  # noqa: E402
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import PERSIST_KEEP  # noqa: E402
 
 DATA = tx.DATA
 BACKING = "/var/lib/ramdisk-backing/txdata"
@@ -262,7 +263,8 @@ def after_kill(kind, fixture, changed, work):
     ours = [name for name in names or [] if BACKING_NAMES_RE.match(name)]
     if not ours:
         facts["backing"] = "nothing"
-    elif sorted(ours) == ["current", "snap-*"] and current is not None:
+    elif (sorted(set(ours)) == ["current", "snap-*"] and ours.count("current") == 1
+          and ours.count("snap-*") <= PERSIST_KEEP and current is not None):
         facts["backing"] = "old copy" if same_tree(fixture, current) else "changed copy" \
             if same_tree(changed, current) else "BAD COPY"
         if facts["backing"] == "BAD COPY" or (kind == "adopt" and facts["backing"] != "old copy"):
@@ -270,7 +272,8 @@ def after_kill(kind, fixture, changed, work):
                             % " ".join(compare_trees(data, current, "the data", "backing's copy")[:5]))
     else:
         facts["backing"] = "BAD: %s" % ",".join(names)
-        problems.append("the backing holds %s, not nothing or one complete copy" % names)
+        problems.append("the backing holds %s, not nothing or complete copies (at most %d) with current on one"
+                        % (names, PERSIST_KEEP))
     if kind == "remove" and not (same_tree(changed, in_mount) or same_tree(changed, current)
                                  or same_tree(changed, disk)):
         problems.append("the data changed in RAM is whole nowhere: not in a mount, the backing or the disk")

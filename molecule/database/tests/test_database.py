@@ -62,8 +62,11 @@ def test_backing_current_is_one_complete_copy(host):
     assert link.is_symlink
     target = link.linked_to
     assert re.match(r"^%s/snap-\d{8}T\d{6}\.\d+Z$" % re.escape(BACKING), target), target
-    # The switch is done: one copy, nothing half-written or left over.
-    assert sorted(host.file(BACKING).listdir()) == ["current", target.rsplit("/", 1)[1]]
+    # The switch is done: nothing half-written or left over, and at most persist.keep copies (2 by default: the
+    # current one and, once a second sync ran, the one before it).
+    names = sorted(host.file(BACKING).listdir())
+    copies = [name for name in names if name.startswith("snap-")]
+    assert names == ["current"] + copies and target.rsplit("/", 1)[1] == copies[-1] and len(copies) <= 2, names
     assert host.file(BACKING).mode == 0o700
     # A PostgreSQL of its own, in single-user mode, reads a scratch copy of the snapshot.
     check = "/var/tmp/ramdisk-test-snapshot"
@@ -104,7 +107,8 @@ def test_a_timed_sync_switches_to_a_new_copy(host):
     assert host.run("systemctl start %s", sync).rc == 0
     after = host.file("%s/current" % BACKING).linked_to
     assert after != before
-    assert sorted(host.file(BACKING).listdir()) == ["current", after.rsplit("/", 1)[1]]
+    # The copy it follows stays (persist.keep is 2 by default); any older one went.
+    assert sorted(host.file(BACKING).listdir()) == ["current", before.rsplit("/", 1)[1], after.rsplit("/", 1)[1]]
     assert psql(host, "SELECT count(*) FROM on_disk") == str(ON_DISK)
     assert systemctl(host, "is-active", persist) == "active"
     log = host.run("journalctl -u %s -o cat --no-pager", sync).stdout

@@ -4,20 +4,29 @@
 # systemd runs it at boot, at shutdown and from a timer: ramdisk-persist-TOKEN.service runs restore when
 # it starts (before the services that use the data) and sync when it stops (after them), and
 # ramdisk-persist-sync-TOKEN.timer runs sync every interval. TOKEN names /etc/ramdisk-provision/persist/TOKEN.conf,
-# which gives MOUNT and BACKING.
+# which gives MOUNT, BACKING and KEEP (how many complete copies the backing keeps, current included; 2 if unset).
 #
 #   persist restore TOKEN   fill an empty MOUNT from BACKING/current; a MOUNT that holds data is newer: kept
 #   persist sync TOKEN      copy MOUNT to BACKING/snap-STAMP and switch BACKING/current to it
 #
+# A sync writes only what changed: rsync copies MOUNT with --link-dest on the current copy, so a file whose size,
+# modification time (to the nanosecond), owner, mode, ACLs and xattrs are unchanged becomes a hard link to the copy
+# the earlier one holds. Without rsync (or with one lacking ACL or xattr support) it copies everything with cp -a,
+# as before, and says so in the status (COPY_TOOL=cp). The collection does not install rsync: it is a saving, not
+# what makes a copy correct, and a package the host's owner did not ask for, fetched at apply time from a
+# repository the host may not reach. ramdisk_plan warns at every run on a host with a persisted mount and no rsync.
+#
 # A sync never leaves the backing half-written: it copies into BACKING/.new-STAMP, flushes it to disk,
 # renames it to snap-STAMP, points a new link at it and renames that link over BACKING/current (rename(2)
-# is atomic), flushes the directory, and only then removes older copies. A crash at any point leaves
-# current on a complete copy. A sync is refused, with exit status 3, while BACKING holds a copy and this
-# mount of MOUNT was not restored from it (the backing is the newer one), or MOUNT holds nothing.
+# is atomic), flushes the directory, and only then removes the copies beyond KEEP. A crash at any point leaves
+# current on a complete copy. Any copy error (a full disk, a file that vanished or could not be read) fails
+# the sync: the partial copy is removed and current stays where it was. A sync is refused, with exit status
+# 3, while BACKING holds a copy and this mount of MOUNT was not restored from it (the backing is the newer
+# one), or MOUNT holds nothing.
 #
 # Each sync attempt, done or not, is recorded in /var/lib/ramdisk-provision/persist/TOKEN.status (result, exit
-# status, start and end, and the figures of the last successful one); then the metrics collector runs when
-# it is installed (ramdisk_metrics: true), so its figures show the attempt at once.
+# status, start and end, how it copied, and the figures of the last successful one); then the metrics collector
+# runs when it is installed (ramdisk_metrics: true), so its figures show the attempt at once.
 set -eu
 export LC_ALL=C
 conf_dir=/etc/ramdisk-provision/persist
@@ -25,7 +34,7 @@ state_dir=/run/ramdisk-provision/persist
 status_dir=/var/lib/ramdisk-provision/persist
 metrics_collector=/usr/local/libexec/ramdisk-provision/metrics/_metrics.py
 started=$(date +%s.%N)
-stamp='' sync_bytes='' backing_bytes=''
+stamp='' sync_bytes='' backing_bytes='' written_bytes='' copy='' copy_tool='' made_dir='' made_link=''
 
 say() { echo "persist ${token:-}: $*" >&2; }
 die() { say "$*"; exit "${2:-1}"; }
@@ -36,12 +45,18 @@ token=$2
 case $token in */*|.*|'') die "'$token' is not a token" 2 ;; esac
 conf=$conf_dir/$token.conf
 [ -r "$conf" ] || die "$conf is missing"
-MOUNT='' BACKING=''
+MOUNT='' BACKING='' KEEP=''
 # shellcheck source=/dev/null
 . "$conf"
 if [ -z "$MOUNT" ] || [ -z "$BACKING" ]; then
   die "$conf does not give MOUNT and BACKING"
 fi
+# A bad KEEP (the role writes a checked one) costs disk space, never a sync.
+case $KEEP in
+  '') keep=2 ;;
+  0*|*[!0-9]*) say "KEEP=$KEEP in $conf is not a whole number of 1 or more: keeping 2 copies"; keep=2 ;;
+  *) keep=$KEEP ;;
+esac
 
 # The status of a sync attempt, written through a temporary file and a rename; the figures of the last
 # successful sync are kept across failed ones. Never changes the exit status of the helper.
@@ -55,10 +70,15 @@ record_sync() {
       echo "EXIT=$code"
       echo "STARTED=$started"
       echo "FINISHED=$(date +%s.%N)"
+      if [ -n "$copy" ]; then
+        echo "COPY=$copy"
+        echo "COPY_TOOL=$copy_tool"
+      fi
       if [ "$code" -eq 0 ]; then
         echo "LAST_OK_SNAPSHOT=snap-$stamp"
         echo "LAST_OK_FINISHED=$(date +%s.%N)"
         echo "LAST_OK_BYTES=$sync_bytes"
+        echo "LAST_OK_WRITTEN_BYTES=$written_bytes"
         echo "LAST_OK_BACKING_BYTES=$backing_bytes"
       elif [ -r "$status" ]; then
         grep '^LAST_OK_' "$status" || :
@@ -73,8 +93,24 @@ record_sync() {
   fi
   return 0
 }
+
+# The end of a sync attempt: a copy that did not become current goes (current never points at it), then the
+# status. Runs on a stop by systemd too (TERM), so a sync cut short is recorded as failed.
+finish_sync() {
+  code=$1
+  if [ "$code" -ne 0 ]; then
+    for made in "$made_link" "$made_dir"; do
+      if [ -n "$made" ] && { [ -e "$made" ] || [ -L "$made" ]; }; then
+        rm -rf -- "$made" || say "could not remove the partial copy $made; the next sync removes it"
+      fi
+    done
+  fi
+  record_sync "$code"
+}
 if [ "$command" = sync ]; then
-  trap 'record_sync $?' EXIT
+  trap 'finish_sync $?' EXIT
+  trap 'exit 143' TERM
+  trap 'exit 130' INT
 fi
 
 mkdir -p "$state_dir"
@@ -105,6 +141,15 @@ holds_data() {
   [ -n "$(find "$1" -mindepth 1 -maxdepth 1 ! -name lost+found -print -quit)" ]
 }
 
+# rsync that can keep ACLs and xattrs (Debian's can), so that its copy keeps all that cp -a keeps.
+rsync_usable() {
+  command -v rsync >/dev/null 2>&1 || return 1
+  case $(rsync --version 2>/dev/null) in
+    ''|*'no ACLs'*|*'no xattrs'*) return 1 ;;
+  esac
+  return 0
+}
+
 restore() {
   if [ -e "$partial" ]; then
     say "a restore into $MOUNT was cut short: emptying it to restore again"
@@ -129,34 +174,125 @@ restore() {
 
 sync_back() {
   [ ! -e "$partial" ] || die "$MOUNT holds a restore cut short: it is not synced over the backing"
+  previous=''
   if [ -e "$BACKING/current" ]; then
     if [ ! -e "$restored" ] || [ "$(cat "$restored")" != "$(identity)" ]; then
       die "$MOUNT was not restored from $BACKING since it was mounted: the backing copy is the newer one" 3
     fi
     holds_data "$MOUNT" || ! holds_data "$BACKING/current/" \
       || die "$MOUNT holds nothing while $BACKING/current holds data: not synced over it (restore first)" 3
+    previous=$(readlink "$BACKING/current" || :)
+    # Only a copy of ours, beside the new one (hard links stay on one file system), is linked to.
+    case $previous in */*) previous='' ;; snap-*) ;; *) previous='' ;; esac
+    [ -z "$previous" ] || [ -d "$BACKING/$previous" ] || previous=''
   fi
   stamp=$(date -u +%Y%m%dT%H%M%S.%NZ)
   new=$BACKING/.new-$stamp
-  cp -a --no-target-directory "$MOUNT/." "$new" || die "copying $MOUNT to $new failed; $BACKING/current is unchanged"
+  made_dir=$new
+  if rsync_usable; then
+    copy_tool=rsync
+    copy=full
+    link=''
+    if [ -n "$previous" ]; then
+      copy=incremental
+      link=--link-dest=$BACKING/$previous
+    fi
+    # -a -H -A -X --numeric-ids --sparse: what cp -a keeps (owners by number, modes, times, hard links, ACLs,
+    # xattrs, holes, devices and other special files, the root's own owner and mode), access times aside.
+    # --modify-window=-1: a file is unchanged only with the same modification time to the nanosecond.
+    rsync -aHAX --numeric-ids --sparse --modify-window=-1 ${link:+"$link"} "$MOUNT/" "$new" \
+      || die "copying $MOUNT to $new failed (rsync exit status $?); $BACKING/current is unchanged"
+  else
+    say "rsync is not installed, or lacks ACL or xattr support: copying all of $MOUNT"
+    copy_tool='cp'
+    copy=full
+    cp -a --no-target-directory "$MOUNT/." "$new" \
+      || die "copying $MOUNT to $new failed (cp exit status $?); $BACKING/current is unchanged"
+  fi
   # syncfs: every file of the copy is on disk before it becomes current.
   sync -f "$new"
   mv -T "$new" "$BACKING/snap-$stamp"
-  ln -s "snap-$stamp" "$BACKING/.current-$stamp"
-  mv -T "$BACKING/.current-$stamp" "$BACKING/current"
-  # fsync the directory: the switch is on disk before the older copy goes.
+  made_dir=$BACKING/snap-$stamp
+  made_link=$BACKING/.current-$stamp
+  ln -s "snap-$stamp" "$made_link"
+  mv -T "$made_link" "$BACKING/current"
+  made_dir='' made_link=''
+  # fsync the directory: the switch is on disk before any older copy goes.
   sync "$BACKING"
-  for old in "$BACKING"/snap-* "$BACKING"/.new-* "$BACKING"/.current-*; do
-    if [ "$old" != "$BACKING/snap-$stamp" ] && { [ -e "$old" ] || [ -L "$old" ]; }; then
-      rm -rf -- "$old"
+  identity >"$restored"
+  # What this sync wrote: the blocks of the new copy that the previous copy does not share (du counts each file
+  # once). Not rsync's --stats: it leaves out the files it copies from the previous copy when only their mode or
+  # owner changed, which are written all the same. With the previous copy's size from the status of the sync that
+  # made it (a copy never changes), the one walk below gives it; else, or when that copy goes now, a walk of both.
+  previous_bytes=''
+  if [ -n "$previous" ] && [ -r "$status_dir/$token.status" ]; then
+    previous_bytes=$(awk -F= -v snap="$previous" '$1 == "LAST_OK_SNAPSHOT" { s = $2 } $1 == "LAST_OK_BYTES" { b = $2 }
+      END { if (s == snap && b ~ /^[0-9]+$/) print b }' "$status_dir/$token.status")
+  fi
+  if [ -n "$previous" ] && { [ -z "$previous_bytes" ] || [ "$keep" -eq 1 ]; }; then
+    written_bytes=$(du -s -B1 "$BACKING/$previous" "$BACKING/snap-$stamp" | awk 'NR == 2 { print $1 }')
+  fi
+  remove_beyond_keep
+  # What the copy and the whole backing take on disk, in one walk: the new copy, what the previous one holds
+  # besides (it stays unless KEEP=1), then the rest.
+  if [ -n "$previous" ] && [ -d "$BACKING/$previous" ]; then
+    set -- "$BACKING/snap-$stamp" "$BACKING/$previous" "$BACKING"
+  else
+    set -- "$BACKING/snap-$stamp" "$BACKING"
+  fi
+  sizes=$(du -s -B1 "$@" | awk 'NR == 1 { n = $1 } NR == 2 { p = $1 } { t += $1 } END { print n " " p + 0 " " t }')
+  sync_bytes=${sizes%% *}
+  backing_bytes=${sizes##* }
+  previous_only=${sizes#* }
+  previous_only=${previous_only% *}
+  if [ -z "$written_bytes" ] && [ -n "$previous_bytes" ] && [ $# -eq 3 ]; then
+    # The new copy's size less what it shares with the previous one (its size less what it holds alone); a
+    # figure that cannot be (a previous copy changed by hand) leaves the whole copy counted.
+    written_bytes=$((sync_bytes - previous_bytes + previous_only))
+    [ "$written_bytes" -ge 0 ] || written_bytes=''
+  fi
+  # A first copy, or one of everything by cp, wrote all of it.
+  [ -n "$written_bytes" ] || written_bytes=$sync_bytes
+  say "synced $MOUNT to $BACKING/snap-$stamp ($copy copy, $written_bytes bytes written)"
+}
+
+# The copies beyond KEEP, oldest first by name (the stamp), and what syncs cut short left. The new copy stays, and
+# with KEEP of 2 or more the previous one too, whatever their names say (the clock may have gone back). A removal
+# that fails leaves a copy for the next sync to remove; it never fails this one, whose copy is current already.
+remove_beyond_keep() {
+  spared=$BACKING/snap-$stamp
+  kept=1
+  if [ "$keep" -gt 1 ] && [ -n "$previous" ]; then
+    spared="$spared $BACKING/$previous"
+    kept=2
+  fi
+  others=0
+  for old in "$BACKING"/snap-*; do
+    if ! spared "$old" && { [ -e "$old" ] || [ -L "$old" ]; }; then
+      others=$((others + 1))
     fi
   done
-  identity >"$restored"
-  # What the copy and the whole backing take on disk, in one walk: du counts each file once.
-  sizes=$(du -s -B1 "$BACKING/snap-$stamp" "$BACKING" | awk 'NR == 1 { s = $1 } { t += $1 } END { print s " " t }')
-  sync_bytes=${sizes% *}
-  backing_bytes=${sizes#* }
-  say "synced $MOUNT to $BACKING/snap-$stamp"
+  excess=$((others - keep + kept))
+  for old in "$BACKING"/snap-* "$BACKING"/.new-* "$BACKING"/.current-*; do
+    if spared "$old" || { [ ! -e "$old" ] && [ ! -L "$old" ]; }; then
+      continue
+    fi
+    case ${old#"$BACKING"/} in
+      snap-*)
+        [ "$excess" -gt 0 ] || continue
+        excess=$((excess - 1))
+        ;;
+    esac
+    rm -rf -- "$old" || say "could not remove $old; the next sync tries again"
+  done
+}
+
+# Whether $1 is one of the copies remove_beyond_keep spares (paths carry no spaces: the role checks them).
+spared() {
+  for spared_one in $spared; do
+    [ "$1" != "$spared_one" ] || return 0
+  done
+  return 1
 }
 
 case $command in

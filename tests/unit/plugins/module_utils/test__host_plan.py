@@ -19,7 +19,7 @@ class FakeView(object):
 
     def __init__(self, links=None, users=None, groups=None, records=None, refuse_options=(), mkfs=("ext4",),
                  mkfs_refuse=None, systemd=True, trial_unavailable=None, vendor_tmp=False, files=None,
-                 users_of=None, not_dirs=None, journal=()):
+                 users_of=None, not_dirs=None, journal=(), rsync=True):
         self.links = links or {}
         self.users = users or {"root": 0, "postgres": 111}
         self.groups = groups or {"root": 0, "postgres": 115}
@@ -28,6 +28,7 @@ class FakeView(object):
         self.mkfs = mkfs
         self.mkfs_refuse = mkfs_refuse or {}
         self._systemd = systemd
+        self.rsync = rsync
         self.trial_unavailable = trial_unavailable
         self.vendor_tmp = vendor_tmp
         self.trials = []
@@ -110,6 +111,9 @@ class FakeView(object):
 
     def has_mkfs(self, fstype):
         return fstype in self.mkfs
+
+    def has_rsync(self):
+        return self.rsync
 
     def mkfs_dry_run(self, fstype, size_bytes, options):
         if size_bytes < 1024 * 1024:
@@ -626,3 +630,33 @@ def test_the_data_under_an_empty_mount_must_fit_in_the_new_one():
     (error,) = plan([{"path": "/srv/data", "size": "4096"}], view=FakeView(records=OURS),
                     host_facts=_booted_empty())["errors"]
     assert "the 8.0 KiB already in '/srv/data' would not fit" in error
+
+
+@pytest.mark.parametrize("keep, error", [
+    (0, "Host h1: ramdisk_mounts[0].persist.keep is 0: fewer than one copy"),
+    ("two", "Host h1: ramdisk_mounts[0].persist.keep is 'two': not a whole number of copies"),
+    (3, None),
+])
+def test_persist_keep_through_the_host_plan(keep, error):
+    entry = {"path": "/srv/cache", "size": "1G", "persist": {"backing": "/var/lib/ramdisk-backing/cache", "keep": keep}}
+    result = plan([entry])
+    if error:
+        assert any(message.startswith(error) for message in result["errors"]), result["errors"]
+    else:
+        assert result["errors"] == [], result["errors"]
+        assert [mount["persist"]["keep"] for mount in result["policy"]["entries"] if mount.get("persist")] == [keep]
+
+
+@pytest.mark.parametrize("rsync, systemd, warned", [(False, True, True), (True, True, False), (False, False, False)])
+def test_a_host_without_rsync_is_told_its_syncs_copy_everything(rsync, systemd, warned):
+    entries = [{"path": "/srv/cache", "size": "1G", "persist": {"backing": "/var/lib/ramdisk-backing/cache"}},
+               {"path": "/srv/plain", "size": "1G"}]
+    result = plan(entries, view=FakeView(rsync=rsync, systemd=systemd))
+    found = [warning for warning in result["warnings"] if "rsync is not installed" in warning]
+    if warned:
+        assert result["errors"] == []
+        assert found == ["Host h1: rsync is not installed, so each sync of /srv/cache copies the whole mount instead "
+                         "of what changed since the last copy. Install rsync (Debian package rsync) for syncs that "
+                         "write only the changes."]
+    else:
+        assert found == []

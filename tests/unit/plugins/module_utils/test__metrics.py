@@ -98,7 +98,8 @@ SNAPSHOT = {
               "mm_stat": m.parse_mm_stat(MM_STAT)}],
     "persist": [{"path": "/srv/db", "backing": "/var/lib/b/db", "interval_seconds": 300, "copies": 1,
                  "last_success": 1900.5, "result": "failed", "exit_code": 1, "last_attempt": 1990.0, "duration": 0.5,
-                 "sync_bytes": 4096, "backing_bytes": 8192, "backing_free_bytes": GIB}],
+                 "sync_bytes": 4096, "written_bytes": 1024, "backing_bytes": 8192, "backing_free_bytes": GIB,
+                 "copy_tool": "rsync"}],
     "gates": [{"path": "/tmp", "fits_half_ram": True, "fits_free_memory": True, "recommended": True}],
     "host": {"budget_limit_bytes": 8 * GIB, "budget_planned_bytes": 200 * MIB},
     "policy_paths": [{"path": "/tmp", "purpose": "tmp"}],
@@ -124,6 +125,8 @@ def test_render_exact_lines():
         'ramdisk_persist_last_success{backing="/var/lib/b/db",path="/srv/db"} 0',
         'ramdisk_persist_last_success_timestamp_seconds{backing="/var/lib/b/db",path="/srv/db"} 1900.5',
         'ramdisk_persist_last_duration_seconds{backing="/var/lib/b/db",path="/srv/db"} 0.5',
+        'ramdisk_persist_last_sync_written_bytes{backing="/var/lib/b/db",path="/srv/db"} 1024',
+        'ramdisk_persist_full_copy{backing="/var/lib/b/db",path="/srv/db"} 0',
         'ramdisk_ram_storage_used_bytes 16818176',
         'ramdisk_tmp_gate_recommended{path="/tmp"} 1',
         'ramdisk_path_peak_used_bytes{path="/tmp",purpose="tmp"} 20971520',
@@ -168,7 +171,17 @@ def test_table():
 def test_table_shows_a_failed_sync_with_its_age():
     snap = dict(SNAPSHOT, mounts=[{"path": "/srv/db", "backend": "tmpfs", "purpose": "database", "mounted": True,
                                    "size_bytes": MIB, "used_bytes": 0, "inodes_total": 10, "inodes_used": 1}])
-    assert "LAST SYNC FAILED, last copy 1m ago, 1 copy, to /var/lib/b/db" in m.table(snap)
+    assert "LAST SYNC FAILED, last copy 1m ago (wrote 1.0K), 1 copy, to /var/lib/b/db" in m.table(snap)
+
+
+def test_table_says_when_syncs_copy_everything():
+    snap = dict(SNAPSHOT, mounts=[{"path": "/srv/db", "backend": "tmpfs", "purpose": "database", "mounted": True,
+                                   "size_bytes": MIB, "used_bytes": 0, "inodes_total": 10, "inodes_used": 1}],
+                persist=[dict(SNAPSHOT["persist"][0], copy_tool="cp", written_bytes=None, result="ok", copies=2)])
+    assert "ok, last copy 1m ago, 2 copies, to /var/lib/b/db; copies all, no rsync" in m.table(snap)
+    found = m.render(m.samples(snap)).splitlines()
+    assert 'ramdisk_persist_full_copy{backing="/var/lib/b/db",path="/srv/db"} 1' in found
+    assert not any(line.startswith("ramdisk_persist_last_sync_written_bytes{") for line in found)
 
 
 @pytest.mark.parametrize("seconds, text", [(None, "-"), (5, "5s"), (59, "59s"), (60, "1m"), (7200, "2h"), (90000, "1d")])
@@ -197,7 +210,8 @@ def test_collect_on_this_machine(tmp_path):
     (conf_dir / "srv-db-1.conf").write_text("MOUNT=/srv/db\nBACKING=%s\nINTERVAL_SECONDS=300\n" % backing)
     (status_dir / "srv-db-1.status").write_text(
         "RESULT=ok\nEXIT=0\nSTARTED=1795499328.0\nFINISHED=1795499329.25\nLAST_OK_SNAPSHOT=snap-20261124T054848.000000000Z\n"
-        "LAST_OK_FINISHED=1795499329.25\nLAST_OK_BYTES=4096\nLAST_OK_BACKING_BYTES=8192\n")
+        "COPY=incremental\nCOPY_TOOL=rsync\nLAST_OK_FINISHED=1795499329.25\nLAST_OK_BYTES=4096\n"
+        "LAST_OK_WRITTEN_BYTES=512\nLAST_OK_BACKING_BYTES=8192\n")
     config = tmp_path / "metrics.json"
     config.write_text(json.dumps({
         "textfile_dir": str(textfile), "state_file": str(tmp_path / "state" / "peak.json"),
@@ -213,6 +227,8 @@ def test_collect_on_this_machine(tmp_path):
     assert "ramdisk_persist_copies{%s} 1" % labels in found
     assert "ramdisk_persist_interval_seconds{%s} 300" % labels in found
     assert "ramdisk_persist_backing_bytes{%s} 8192" % labels in found
+    assert "ramdisk_persist_last_sync_written_bytes{%s} 512" % labels in found
+    assert "ramdisk_persist_full_copy{%s} 0" % labels in found
     assert "ramdisk_budget_limit_bytes 1073741824" in found
     assert 'ramdisk_mount_mounted{backend="tmpfs",device="",path="%s",purpose="cache"} 0' % (tmp_path / "not-a-mount") in found
     peaks = json.loads((tmp_path / "state" / "peak.json").read_text())

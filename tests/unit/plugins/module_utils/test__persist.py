@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""review_persist: where a persisted mount's data comes from, and when neither copy may be dropped."""
+"""review_persist: where a persisted mount's data comes from, and when neither copy may be dropped; the record the
+persist helper reads."""
 
 from __future__ import annotations
 
 import pytest
 
+from ansible_collections.ramdisk.provision.plugins.module_utils._metrics import parse_shell_vars
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import (
+    conf_text,
     foreign_names,
     review_persist,
     unit_names,
@@ -134,3 +137,13 @@ def test_foreign_names_and_units():
         "lost+found", "snapshot"]
     assert unit_names("t") == {"persist": "ramdisk-persist-t.service", "sync": "ramdisk-persist-sync-t.service",
                                "timer": "ramdisk-persist-sync-t.timer"}
+
+
+@pytest.mark.parametrize("keep, written", [(3, "3"), (1, "1"), (None, "2")])
+def test_the_helpers_record_gives_the_copies_to_keep(keep, written):
+    item = entry()
+    item["persist"].update(interval_seconds=300, keep=keep)
+    if keep is None:
+        del item["persist"]["keep"]  # a plan of an older version: the helper's own default
+    values = parse_shell_vars(conf_text(item))
+    assert values == {"MOUNT": "/var/lib/postgresql", "BACKING": BACKING, "INTERVAL_SECONDS": "300", "KEEP": written}

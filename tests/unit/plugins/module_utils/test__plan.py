@@ -455,7 +455,14 @@ PERSIST_INVALID = [
     (persisted(services=["a b.service"]), "tmpfs_mounts[0].persist.services[0]", "'a b.service'", "not a unit name",
      "full unit name"),
     (persisted(services=[5]), "tmpfs_mounts[0].persist.services[0]", "5", "not a unit name", "full unit name"),
-    (persisted(sevices=[]), "tmpfs_mounts[0].persist.sevices", "[]", "an unknown key", "backing, interval, services"),
+    (persisted(sevices=[]), "tmpfs_mounts[0].persist.sevices", "[]", "an unknown key",
+     "backing, interval, services, keep"),
+    (persisted(keep=0), "tmpfs_mounts[0].persist.keep", "0", "fewer than one copy", "1 or more"),
+    (persisted(keep="-3"), "tmpfs_mounts[0].persist.keep", "'-3'", "fewer than one copy", "1 or more"),
+    (persisted(keep="two"), "tmpfs_mounts[0].persist.keep", "'two'", "not a whole number of copies",
+     "the current one included"),
+    (persisted(keep=1.5), "tmpfs_mounts[0].persist.keep", "1.5", "not a whole number of copies", "such as 2"),
+    (persisted(keep=True), "tmpfs_mounts[0].persist.keep", "True", "not a whole number of copies", "1 or more"),
     (dict(persisted(), path="/srv/my%data"), "tmpfs_mounts[0].path", "'/srv/my%data'", "persist units cannot carry",
      "persist: null"),
     (dict(persisted(), path="/tmp"), "tmpfs_mounts[0].persist", "", "/tmp is emptied at boot", "data directory"),
@@ -477,7 +484,13 @@ def test_persist_off_and_defaults():
         assert planned["persist"] is None and planned["migrate"] is False
     (planned,) = plan([persisted()])["mounts"]
     assert planned["persist"] == {"backing": "/var/lib/ramdisk-backing/db", "interval": "15min",
-                                  "interval_seconds": 900.0, "services": []}
+                                  "interval_seconds": 900.0, "services": [], "keep": 2}
+
+
+@pytest.mark.parametrize("keep, expected", [(1, 1), (3, 3), ("4", 4), (" 5 ", 5), (None, 2)])
+def test_persist_keep(keep, expected):
+    (planned,) = plan([persisted(keep=keep)])["mounts"]
+    assert planned["persist"]["keep"] == expected
 
 
 @pytest.mark.parametrize("interval, seconds", [
@@ -499,7 +512,8 @@ def test_persist_implies_migrate_and_normalizes():
     assert planned["migrate"] is True
     assert planned["action"] == "migrate"
     assert planned["persist"] == {"backing": "/var/lib/ramdisk-backing/db", "interval": "5min",
-                                  "interval_seconds": 300.0, "services": ["postgresql@15-main.service", "app.socket"]}
+                                  "interval_seconds": 300.0, "services": ["postgresql@15-main.service", "app.socket"],
+                                  "keep": 2}
     assert planned["token"].startswith("var-lib-x-") and len(planned["token"]) == len("var-lib-x-") + 8
 
 

@@ -3,20 +3,26 @@
 directories.
 
 mountpoint and stat -f are stood in for (the mount is a plain directory here, and the test's temporary
-directory may itself be a tmpfs); every other command is the real one.
+directory may itself be a tmpfs); every other command is the real one. Without rsync is shown by a PATH of links
+to every other program. The copy errors are real ones where the kernel makes them on demand: a full tmpfs in a
+private mount namespace, a file deleted while rsync copies, a file the helper may not read once it lacks the
+capabilities that let root read anything.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
+import struct
 import subprocess
 import sys
-
-import re
+import time
 
 import pytest
+
+from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, tree_digest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 HELPER = os.path.join(REPO_ROOT, "roles", "mount", "files", "persist.sh")
@@ -26,6 +32,9 @@ pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not all(shutil.which(tool) for tool in ("flock", "awk", "sync", "cp")),
     reason="the helper runs on Linux with coreutils and util-linux",
 )
+ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+needs_rsync = pytest.mark.skipif(not shutil.which("rsync"), reason="rsync is not installed here")
+needs_root = pytest.mark.skipif(not ROOT, reason="needs root")
 
 
 class Helper(object):
@@ -47,20 +56,49 @@ class Helper(object):
         self.script = root / "persist"
         self.script.write_text(script, encoding="utf-8")
         self.script.chmod(0o755)
-        conf = root / "conf" / ("%s.conf" % TOKEN)
-        conf.write_text("MOUNT=%s\nBACKING=%s\n" % (self.mount, self.backing), encoding="utf-8")
+        self.conf = root / "conf" / ("%s.conf" % TOKEN)
+        self.configure()
         self.stub("mountpoint", "exit 0")
         self.stub("stat", 'echo ext2/ext3')
+        self.path = [str(self.bin), os.environ.get("PATH", "/usr/bin:/bin")]
+
+    def configure(self, keep=None):
+        text = "MOUNT=%s\nBACKING=%s\n" % (self.mount, self.backing)
+        if keep is not None:
+            text += "KEEP=%s\n" % keep
+        self.conf.write_text(text, encoding="utf-8")
+
+    def hide_rsync(self):
+        """PATH without rsync: links to every other program of the PATH the test runs with."""
+        farm = self.root / "no-rsync"
+        farm.mkdir()
+        for directory in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep):
+            if not os.path.isdir(directory):
+                continue
+            for name in os.listdir(directory):
+                target = os.path.join(directory, name)
+                if name != "rsync" and not (farm / name).exists() and os.access(target, os.X_OK):
+                    (farm / name).symlink_to(target)
+        self.path = [str(self.bin), str(farm)]
 
     def stub(self, name, body):
         path = self.bin / name
         path.write_text("#!/bin/sh\n%s\n" % body, encoding="utf-8")
         path.chmod(0o755)
 
-    def run(self, command, token=TOKEN):
-        env = dict(os.environ, PATH="%s:%s" % (self.bin, os.environ.get("PATH", "/usr/bin:/bin")))
-        return subprocess.run([str(self.script), command, token], env=env, capture_output=True, text=True,
-                              check=False)
+    def env(self):
+        return dict(os.environ, PATH=os.pathsep.join(self.path))
+
+    def run(self, command, token=TOKEN, wrap=()):
+        return subprocess.run(list(wrap) + [str(self.script), command, token], env=self.env(), capture_output=True,
+                              text=True, check=False)
+
+    def status(self):
+        path = self.root / "status" / ("%s.status" % TOKEN)
+        return dict(line.split("=", 1) for line in path.read_text(encoding="utf-8").splitlines())
+
+    def snapshots(self):
+        return [name for name in self.entries() if name.startswith("snap-")]
 
     @property
     def current(self):
@@ -88,6 +126,19 @@ def tree(root):
     return out
 
 
+def du(*paths):
+    """Bytes the paths take on disk together, each file once (du -s -B1)."""
+    out = subprocess.run(["du", "-s", "-B1"] + [str(path) for path in paths], capture_output=True, text=True,
+                         check=True).stdout
+    return sum(int(line.split()[0]) for line in out.splitlines())
+
+
+def du_new(old, new):
+    """Bytes NEW takes on disk that OLD does not share with it."""
+    out = subprocess.run(["du", "-s", "-B1", str(old), str(new)], capture_output=True, text=True, check=True).stdout
+    return int(out.splitlines()[1].split()[0])
+
+
 def fill(directory, files):
     for rel, content in files.items():
         path = directory / rel
@@ -110,6 +161,12 @@ def test_first_sync_makes_current(helper):
     assert helper.entries() == ["current", helper.current]
     assert tree(helper.backing / "current") == tree(helper.mount)
     assert (helper.state / ("%s.restored" % TOKEN)).exists()
+    status = helper.status()
+    assert status["RESULT"] == "ok" and status["LAST_OK_SNAPSHOT"] == helper.current
+    assert status["COPY"] == "full"
+    assert status["COPY_TOOL"] == ("rsync" if shutil.which("rsync") else "cp")
+    # Nothing to link to: all of the copy is written.
+    assert int(status["LAST_OK_WRITTEN_BYTES"]) == int(status["LAST_OK_BYTES"]) == du(helper.backing / helper.current)
 
 
 def test_restore_fills_an_empty_mount(helper):
@@ -216,25 +273,343 @@ def test_sync_switches_current_and_cleans_up(helper):
     result = helper.run("sync")
     assert result.returncode == 0, result.stderr
     assert helper.current != first
-    assert helper.entries() == ["current", helper.current]
+    # KEEP unset: the current copy and the one before it.
+    assert helper.entries() == ["current", first, helper.current]
     assert (helper.backing / "current" / "a").read_text(encoding="utf-8") == "2"
+    assert (helper.backing / first / "a").read_text(encoding="utf-8") == "1"
 
 
-def test_a_sync_that_fails_half_way_leaves_current_whole(helper):
-    fill(helper.mount, {"a": "1", "b": "2"})
+@needs_rsync
+def test_a_sync_links_what_did_not_change(helper):
+    fill(helper.mount, {"same": "s" * 5000, "d/same": "kept", "rewritten": "old!", "removed": "r", "chmodded": "c"})
+    os.utime(helper.mount / "rewritten", ns=(10**18, 10**18 + 100))
     assert helper.run("sync").returncode == 0
-    before = (helper.current, tree(helper.backing / "current"))
+    first = helper.current
+    # Same size, same second, another nanosecond: rsync's default quick check would take it for unchanged.
+    (helper.mount / "rewritten").write_text("new!", encoding="utf-8")
+    os.utime(helper.mount / "rewritten", ns=(10**18, 10**18 + 200))
+    (helper.mount / "removed").unlink()
+    (helper.mount / "added").write_text("a" * 9000, encoding="utf-8")
+    (helper.mount / "chmodded").chmod(0o600)
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    old, new = helper.backing / first, helper.backing / "current"
+    assert tree(new) == tree(helper.mount)
+    assert tree(old)["rewritten"][2] == b"old!" and tree(old)["chmodded"][1] == 0o644
+    for name in ("same", "d/same"):
+        assert (old / name).stat().st_ino == (new / name).stat().st_ino, name
+    for name in ("rewritten", "chmodded"):
+        assert (old / name).stat().st_ino != (new / name).stat().st_ino, name
+    status = helper.status()
+    assert (status["COPY"], status["COPY_TOOL"]) == ("incremental", "rsync")
+    written = int(status["LAST_OK_WRITTEN_BYTES"])
+    assert written == du_new(old, helper.backing / helper.current)
+    assert 0 < written < int(status["LAST_OK_BYTES"])
+    assert int(status["LAST_OK_BACKING_BYTES"]) == du(helper.backing)
+    assert "incremental copy, %d bytes written" % written in result.stderr
+
+
+@needs_rsync
+@pytest.mark.parametrize("how", ["status", "no status", "keep 1"])
+def test_the_bytes_written_are_what_the_new_copy_does_not_share(helper, how):
+    """From the previous copy's recorded size and one walk (status), or from a walk of both copies (no status, or
+    a previous copy that goes at once)."""
+    fill(helper.mount, {"d%d/f" % n: "x" * 5000 for n in range(20)})
+    assert helper.run("sync").returncode == 0
+    first = helper.current
+    # Links to the first copy's files, kept here so they can be compared once that copy is gone.
+    reference = helper.root / "reference"
+    subprocess.run(["cp", "-al", str(helper.backing / first), str(reference)], check=True)
+    if how == "no status":
+        (helper.root / "status" / ("%s.status" % TOKEN)).unlink()
+    elif how == "keep 1":
+        helper.configure(1)
+    fill(helper.mount, {"d3/f": "y" * 7000, "d4/new": "z" * 100})
+    os.chmod(helper.mount / "d5" / "f", 0o600)
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    status = helper.status()
+    assert int(status["LAST_OK_WRITTEN_BYTES"]) == du_new(reference, helper.backing / helper.current)
+    assert int(status["LAST_OK_BYTES"]) == du(helper.backing / helper.current)
+    assert int(status["LAST_OK_BACKING_BYTES"]) == du(helper.backing)
+    assert helper.snapshots() == ([helper.current] if how == "keep 1" else [first, helper.current])
+
+
+@pytest.mark.parametrize("keep, left", [(2, ["previous", "new"]), (3, ["previous", "new", "snap-29991231T000000.000000000Z"])])
+def test_the_previous_copy_stays_whatever_its_name_says(helper, keep, left):
+    """A clock set back makes the new copy's name older than others: the copies kept are still the new one and
+    the one it follows, and the others go oldest name first."""
+    helper.configure(keep)
+    fill(helper.mount, {"a": "1"})
+    assert helper.run("sync").returncode == 0
+    previous = helper.current
+    for stray in ("snap-19700101T000000.000000000Z", "snap-29991231T000000.000000000Z"):
+        (helper.backing / stray).mkdir()
+    (helper.mount / "a").write_text("2", encoding="utf-8")
+    assert helper.run("sync").returncode == 0
+    names = {"previous": previous, "new": helper.current}
+    assert helper.snapshots() == sorted(names.get(name, name) for name in left)
+
+
+@pytest.mark.parametrize("keep, syncs, kept", [(1, 3, 1), (None, 3, 2), (3, 5, 3), (4, 2, 2), ("lots", 3, 2)])
+def test_keep_sets_how_many_copies_stay(helper, keep, syncs, kept):
+    helper.configure(keep)
+    made = []
+    for number in range(syncs):
+        (helper.mount / "n").write_text(str(number), encoding="utf-8")
+        result = helper.run("sync")
+        assert result.returncode == 0, result.stderr
+        made.append(helper.current)
+    assert helper.snapshots() == made[-kept:]
+    assert helper.current == made[-1]
+    for name, number in zip(made[-kept:], range(syncs - kept, syncs)):
+        assert (helper.backing / name / "n").read_text(encoding="utf-8") == str(number)
+    if keep == "lots":
+        assert "KEEP=lots" in result.stderr and "keeping 2 copies" in result.stderr
+
+
+def test_without_rsync_a_sync_copies_everything(helper):
+    helper.hide_rsync()
+    fill(helper.mount, {"a": "1", "d/b": "2"})
+    assert helper.run("sync").returncode == 0
+    first = helper.current
+    (helper.mount / "a").write_text("changed", encoding="utf-8")
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    assert "rsync is not installed" in result.stderr
+    assert tree(helper.backing / "current") == tree(helper.mount)
+    assert (helper.backing / first / "d" / "b").stat().st_ino != (helper.backing / "current" / "d" / "b").stat().st_ino
+    status = helper.status()
+    assert (status["COPY"], status["COPY_TOOL"]) == ("full", "cp")
+    assert status["LAST_OK_WRITTEN_BYTES"] == status["LAST_OK_BYTES"]
+
+
+@pytest.mark.parametrize("tool", [pytest.param("rsync", marks=needs_rsync), "cp"])
+def test_the_copies_keep_what_cp_a_keeps(helper, tool):
+    """Owners by number, modes (setgid root, sticky), times to the nanosecond, hard links, ACLs, xattrs, holes,
+    devices, fifos and symlinks: in the first copy, and in a copy made by linking to it."""
+    if tool == "cp":
+        helper.hide_rsync()
+    root = helper.mount
+    fill(root, {"data/file": "x" * 3000, "data/other": "y", "public/tmpfile": "t"})
+    os.link(root / "data" / "file", root / "data" / "hardlink")
+    (root / "data" / "symlink").symlink_to("file")
+    with open(root / "sparse", "wb") as handle:
+        handle.truncate(64 * 1024 * 1024)
+        handle.seek(32 * 1024 * 1024)
+        handle.write(b"middle")
+    (root / "public").chmod(0o1777)
+    (root / "data" / "other").chmod(0o640)
+    os.mkfifo(root / "fifo")
+    if ROOT:
+        os.chown(root / "data" / "file", 4321, 8765)
+        os.chown(root / "data" / "symlink", 4322, 8766, follow_symlinks=False)
+        os.chown(root, 4321, 8765)
+        os.mknod(root / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    xattrs = _set_xattrs(root / "data" / "other")
+    root.chmod(0o2750)
+    for path in (root / "data" / "other", root / "data", root):
+        os.utime(path, ns=(1_700_000_000_123_456_789, 1_700_000_000_987_654_321))
+
+    def same(copy):
+        digests = [tree_digest(str(path)) for path in (root, copy)]
+        assert digests[0][1] == digests[1][1] == []
+        assert compare_trees(digests[0][0], digests[1][0], "mount", "copy", root_mtime=True) == []
+        assert (copy / "data" / "file").stat().st_ino == (copy / "data" / "hardlink").stat().st_ino
+        assert (copy / "sparse").stat().st_blocks * 512 < 1024 * 1024
+        assert sorted(os.listxattr(copy / "data" / "other")) == sorted(xattrs)
+
+    assert helper.run("sync").returncode == 0
+    first = helper.current
+    same(helper.backing / first)
+    (root / "public" / "tmpfile").write_text("t2", encoding="utf-8")
+    os.utime(root / "public", ns=(1_700_000_000_000_000_001, 1_700_000_000_000_000_002))
+    os.utime(root, ns=(1_700_000_000_123_456_789, 1_700_000_000_987_654_321))
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    same(helper.backing / helper.current)
+    assert helper.status()["COPY_TOOL"] == tool
+
+
+def _set_xattrs(path):
+    """A user xattr and an access ACL on PATH, where its file system takes them; the names it set."""
+    names = []
+    try:
+        os.setxattr(path, "user.origin", b"ramdisk test")
+        names.append("user.origin")
+    except OSError:
+        pass  # a file system without user xattrs: nothing to compare there
+    # A POSIX access ACL (user:1000:r--), as setfacl writes it: version 2, then (tag, perm, id) entries.
+    entries = [(0x01, 6, 0xFFFFFFFF), (0x02, 4, 1000), (0x04, 4, 0xFFFFFFFF), (0x10, 4, 0xFFFFFFFF),
+               (0x20, 0, 0xFFFFFFFF)]
+    value = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *entry) for entry in entries)
+    try:
+        os.setxattr(path, "system.posix_acl_access", value)
+        names.append("system.posix_acl_access")
+    except OSError:
+        pass  # no ACLs here
+    os.chmod(path, 0o640)
+    return names
+
+
+def failed_sync_left_current(helper, result, before, last_ok):
+    assert result.returncode == 1, (result.returncode, result.stderr)
+    assert "is unchanged" in result.stderr, result.stderr
+    assert (helper.current, tree(helper.backing / "current")) == before
+    assert not [name for name in helper.entries() if name.startswith((".new-", ".current-"))]
+    status = helper.status()
+    assert (status["RESULT"], status["EXIT"]) == ("failed", "1")
+    assert status["LAST_OK_SNAPSHOT"] == last_ok == "snap-" + before[0][len("snap-"):]
+
+
+def first_sync(helper, files):
+    fill(helper.mount, files)
+    assert helper.run("sync").returncode == 0
+    return (helper.current, tree(helper.backing / "current")), helper.status()["LAST_OK_SNAPSHOT"]
+
+
+def test_a_cp_that_fails_half_way_leaves_current_whole(helper):
+    helper.hide_rsync()
+    before, last_ok = first_sync(helper, {"a": "1", "b": "2"})
     (helper.mount / "a").write_text("changed", encoding="utf-8")
     # cp dies half-way through the new copy, as on a full disk or a crash.
     helper.stub("cp", 'for last; do :; done; mkdir -p "$last"; echo partial > "$last/a"; exit 1')
     result = helper.run("sync")
-    assert result.returncode == 1 and "is unchanged" in result.stderr
-    assert (helper.current, tree(helper.backing / "current")) == before
-    assert any(name.startswith(".new-") for name in helper.entries())
+    failed_sync_left_current(helper, result, before, last_ok)
+    assert "cp exit status 1" in result.stderr
     (helper.bin / "cp").unlink()
     assert helper.run("sync").returncode == 0
-    assert helper.entries() == ["current", helper.current]
     assert (helper.backing / "current" / "a").read_text(encoding="utf-8") == "changed"
+
+
+@needs_rsync
+@pytest.mark.parametrize("code", [23, 24, 11])
+def test_an_rsync_that_fails_half_way_leaves_current_whole(helper, code):
+    before, last_ok = first_sync(helper, {"a": "1", "b": "2"})
+    (helper.mount / "a").write_text("changed", encoding="utf-8")
+    # 24: some files vanished (only a warning to rsync, a failed sync here); 23: some could not be read; 11: I/O.
+    helper.stub("rsync", '[ "$1" != --version ] || exec %s --version\n'
+                         'for last; do :; done; mkdir -p "$last"; echo partial > "$last/a"; exit %d'
+                % (shutil.which("rsync"), code))
+    result = helper.run("sync")
+    failed_sync_left_current(helper, result, before, last_ok)
+    assert "rsync exit status %d" % code in result.stderr
+
+
+@needs_rsync
+@needs_root
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare")
+def test_a_full_backing_fails_the_sync(helper):
+    """ENOSPC for real: the backing is a 1 MiB tmpfs, mounted in a private mount namespace only."""
+    fill(helper.mount, {"small": "s" * 1000})
+    (helper.mount / "big").write_bytes(os.urandom(2 * 1024 * 1024))
+    (helper.mount / "big").unlink()
+    script = (
+        'set -u; mount -t tmpfs -o size=1m ramdisk-test "$1" || exit 99; shift\n'
+        '"$@" sync %s; echo "first=$?"\n'
+        'head -c 2097152 /dev/urandom > "%s/big"\n'
+        '"$@" sync %s 2>&1; echo "second=$?"\n'
+        'echo "current=$(readlink "%s/current")"; ls -A "%s"; echo "files=$(ls -A "%s/current")"\n'
+        % (TOKEN, helper.mount, TOKEN, helper.backing, helper.backing, helper.backing))
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+                           str(helper.backing), str(helper.script)], env=helper.env(), capture_output=True,
+                          text=True, check=False)
+    out = done.stdout
+    if "first=" not in out:
+        pytest.skip("no private tmpfs here: %s" % done.stderr.strip())
+    assert "first=0" in out and "second=1" in out, out + done.stderr
+    assert "No space left on device" in out and "is unchanged" in out
+    first = re.search(r"^current=(snap-\S+)$", out, re.M).group(1)
+    listing = out.split("current=", 1)[1].splitlines()[1:-1]
+    assert sorted(listing) == ["current", first]
+    assert "files=small" in out
+    assert not os.path.ismount(helper.backing) and helper.entries() == []
+    status = helper.status()
+    assert (status["RESULT"], status["LAST_OK_SNAPSHOT"]) == ("failed", first)
+
+
+@needs_rsync
+def test_a_file_that_vanishes_while_rsync_copies_fails_the_sync(helper):
+    before, last_ok = first_sync(helper, {"a": "1", "zz-vanishes": "soon gone"})
+    (helper.mount / "a").write_bytes(os.urandom(256 * 1024))
+    # Changed, so rsync must read it (an unchanged file is linked to the earlier copy without being opened).
+    (helper.mount / "zz-vanishes").write_text("changed, then gone", encoding="utf-8")
+    # A slow rsync (128 KiB/s): "a" takes 2 s, and "zz-vanishes", in its list already, is deleted meanwhile.
+    helper.stub("rsync", 'exec %s --bwlimit=128 "$@"' % shutil.which("rsync"))
+    run = subprocess.Popen([str(helper.script), "sync", TOKEN], env=helper.env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while not any(name.startswith(".a.") or name == "a" for new in helper.backing.glob(".new-*")
+                  for name in os.listdir(new)):
+        assert time.monotonic() < deadline and run.poll() is None, "rsync never began copying 'a'"
+        time.sleep(0.005)
+    (helper.mount / "zz-vanishes").unlink()
+    out, err = run.communicate(timeout=60)
+    result = subprocess.CompletedProcess(run.args, run.returncode, out, err)
+    failed_sync_left_current(helper, result, before, last_ok)
+    assert "vanished" in err and "rsync exit status 24" in err
+
+
+@needs_root
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv")
+@pytest.mark.parametrize("tool", [pytest.param("rsync", marks=needs_rsync), "cp"])
+def test_a_file_the_helper_cannot_read_fails_the_sync(helper, tool):
+    if tool == "cp":
+        helper.hide_rsync()
+    before, last_ok = first_sync(helper, {"a": "1"})
+    secret = helper.mount / "secret"
+    secret.write_text("not for the helper", encoding="utf-8")
+    os.chown(secret, 4321, 4321)
+    secret.chmod(0)
+    # Root without the capabilities that bypass file modes: what an unreadable file does to any reader.
+    wrap = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search"]
+    result = helper.run("sync", wrap=wrap)
+    failed_sync_left_current(helper, result, before, last_ok)
+    assert "Permission denied" in result.stderr
+
+
+@needs_rsync
+def test_a_sync_stopped_by_systemd_is_failed_and_leaves_no_partial_copy(helper):
+    before, last_ok = first_sync(helper, {"a": "1"})
+    (helper.mount / "a").write_bytes(os.urandom(512 * 1024))
+    helper.stub("rsync", 'exec %s --bwlimit=128 "$@"' % shutil.which("rsync"))
+    run = subprocess.Popen([str(helper.script), "sync", TOKEN], env=helper.env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while not list(helper.backing.glob(".new-*")):
+        assert time.monotonic() < deadline and run.poll() is None, "no copy began"
+        time.sleep(0.005)
+    # As systemd stops a unit: TERM to every process of it.
+    os.killpg(run.pid, 15)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 143, err
+    assert (helper.current, tree(helper.backing / "current")) == before
+    assert helper.entries() == ["current", before[0]]
+    assert (helper.status()["RESULT"], helper.status()["LAST_OK_SNAPSHOT"]) == ("failed", last_ok)
+
+
+@needs_root
+@pytest.mark.skipif(not shutil.which("chattr"), reason="needs chattr")
+def test_a_copy_that_cannot_be_removed_does_not_fail_the_sync(helper):
+    helper.configure(1)
+    fill(helper.mount, {"a": "1"})
+    assert helper.run("sync").returncode == 0
+    first = helper.current
+    stuck = helper.backing / first / "a"
+    if subprocess.run(["chattr", "+i", str(stuck)], capture_output=True, check=False).returncode != 0:
+        pytest.skip("this file system has no immutable flag")
+    try:
+        (helper.mount / "a").write_text("2", encoding="utf-8")
+        result = helper.run("sync")
+        assert result.returncode == 0, result.stderr
+        assert "the next sync tries again" in result.stderr
+        assert helper.current != first and (helper.backing / "current" / "a").read_text(encoding="utf-8") == "2"
+        assert helper.status()["RESULT"] == "ok"
+    finally:
+        subprocess.run(["chattr", "-i", str(stuck)], check=False)
+    (helper.mount / "a").write_text("3", encoding="utf-8")
+    assert helper.run("sync").returncode == 0
+    assert helper.snapshots() == [helper.current]
 
 
 @pytest.mark.parametrize("setup, words", [

@@ -1,0 +1,355 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What one persist sync writes to the disk and how long it takes (make bench-persist).
+
+A tmpfs holds a tree of at least 1 GiB in 50,000 files (mostly small, a fifth of them up to 128 KiB, a few of some
+MiB, a few symlinks and hard links). The backing is on an ext4 of its own: a file under /var/tmp, on this machine's
+disk, attached as a loop device with direct I/O, so that the device's count of bytes written (/sys/block/loopN/stat)
+holds this benchmark's writes and nobody else's. The persist helper (roles/mount/files/persist.sh, its host paths
+pointed at the work directory) makes the first copy; then 1% of the tree changes, by files (rewritten, added,
+removed) and by bytes, and one sync of it is measured three ways, each from the same starting copy:
+
+  (a) ours before: the helper with rsync hidden from its PATH and KEEP=1, which is what a sync did before it
+      became incremental: cp -a of the whole mount, then the older copy removed;
+  (b) ours after: the helper as it is (rsync --link-dest on the current copy, KEEP=2);
+  (c) rsync by hand, with the helper's options and --link-dest, then `sync -f` so that its data is on the disk
+      (the helper flushes too, and only data on the disk can be counted).
+
+(b) and (c) run twice, taking turns, the starting copy put back after each; the faster of each counts. Figures for
+each: wall time; bytes written to the device, from just before the run until a `sync` after it (so the metadata the
+run left dirty, and the file system's journal, count too); the write_bytes of the run's processes (/proc/self/io of
+this process, which takes in its reaped children's: the pages they dirtied, data and metadata, not the journal); and
+the blocks of the new copy that the starting copy does not share (du over both, the helper's own figure). Targets
+printed beside them: (b) writes at most 3% of the tree (its data, apparent sizes), and takes at most 1.2x the time
+of (c).
+
+Runs as root in a private mount namespace (it re-runs itself under `unshare --mount --propagation private`), so the
+mounts are seen by nobody else; the loop device is the kernel's, so it is detached at the end, and everything else
+it made is removed, whatever happens.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HELPER = os.path.join(REPO_ROOT, "roles", "mount", "files", "persist.sh")
+TOKEN = "bench-persist"
+SEED = 35
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+DIRECTORIES = (100, 10)  # 1,000 directories, 50 files each
+# (files, smallest, largest bytes): 1.09 GiB of data in 50,000 files, 1.19 GiB on the tmpfs
+SIZE_CLASSES = ((40000, 256, 8 * 1024), (9880, 8 * 1024, 128 * 1024), (120, MIB, 4 * MIB))
+MIN_BYTES, MIN_FILES = GIB, 50000
+SYMLINKS = 100
+HARD_LINKS = 100
+CHANGED_SHARE = 0.01
+# Of the changed files: rewritten, added, removed.
+CHANGE_MIX = (0.4, 0.3, 0.3)
+RSYNC_OPTIONS = ["-aHAX", "--numeric-ids", "--sparse", "--modify-window=-1"]
+TARGET_WRITTEN_SHARE = 0.03
+TURNS = 2
+IMAGE_BYTES = 4 * GIB
+TARGET_TIME_RATIO = 1.2
+
+
+def run(argv, **kwargs):
+    return subprocess.run(argv, check=True, **kwargs)
+
+
+def helper_copy(work):
+    """The helper with its host paths in WORK, as the unit tests point it at theirs."""
+    with open(HELPER, encoding="utf-8") as handle:
+        script = handle.read()
+    places = {"conf_dir": os.path.join(work, "conf"), "state_dir": os.path.join(work, "state"),
+              "status_dir": os.path.join(work, "status"), "metrics_collector": os.path.join(work, "no-collector")}
+    for name, place in places.items():
+        script, count = re.subn(r"(?m)^%s=.*$" % name, "%s=%s" % (name, place), script)
+        if count != 1:
+            sys.exit("bench-persist: the helper no longer sets %s on a line of its own" % name)
+    os.makedirs(places["conf_dir"])
+    path = os.path.join(work, "persist")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(script)
+    os.chmod(path, 0o755)
+    return path
+
+
+def configure(work, mount, backing, keep):
+    with open(os.path.join(work, "conf", TOKEN + ".conf"), "w", encoding="utf-8") as handle:
+        handle.write("MOUNT=%s\nBACKING=%s\nKEEP=%d\n" % (mount, backing, keep))
+
+
+def path_without_rsync(work):
+    """A directory of links to every program on PATH but rsync."""
+    farm = os.path.join(work, "no-rsync")
+    os.mkdir(farm)
+    for directory in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep):
+        if not os.path.isdir(directory):
+            continue
+        for name in os.listdir(directory):
+            target = os.path.join(directory, name)
+            link = os.path.join(farm, name)
+            if name != "rsync" and not os.path.lexists(link) and os.access(target, os.X_OK):
+                os.symlink(target, link)
+    return farm
+
+
+def make_tree(root, rng):
+    """The tree; returns (relative paths of its regular files, their total size)."""
+    block = os.urandom(8 * MIB)
+    sizes = []
+    for count, low, high in SIZE_CLASSES:
+        sizes.extend(rng.randint(low, high) for _ in range(count))
+    rng.shuffle(sizes)
+    per_directory = len(sizes) // (DIRECTORIES[0] * DIRECTORIES[1])
+    files = []
+    total = 0
+    position = 0
+    for top in range(DIRECTORIES[0]):
+        for sub in range(DIRECTORIES[1]):
+            directory = os.path.join(root, "d%03d" % top, "s%02d" % sub)
+            os.makedirs(directory)
+            for number in range(per_directory):
+                size = sizes[position]
+                position += 1
+                rel = os.path.join("d%03d" % top, "s%02d" % sub, "f%03d.dat" % number)
+                write_file(os.path.join(root, rel), size, block, rng)
+                files.append(rel)
+                total += size
+    for number in range(SYMLINKS):
+        os.symlink(os.path.basename(files[number]), os.path.join(root, os.path.dirname(files[number]), "link%d" % number))
+    for number in range(HARD_LINKS):
+        source = files[-1 - number]
+        os.link(os.path.join(root, source), os.path.join(root, os.path.dirname(source), "hard%d" % number))
+    return files, total
+
+
+def write_file(path, size, block, rng):
+    start = rng.randrange(0, len(block) - min(size, len(block)) + 1)
+    with open(path, "wb") as handle:
+        remaining = size
+        while remaining:
+            piece = block[start:start + min(remaining, len(block) - start)]
+            handle.write(piece)
+            remaining -= len(piece)
+            start = 0
+        # A unique tail, so no two files are alike.
+        handle.write(os.urandom(16))
+
+
+def change_tree(root, files, total, rng):
+    """1% of the files and of the bytes: rewritten, added, removed. Returns a description."""
+    block = os.urandom(8 * MIB)
+    changed = max(3, int(len(files) * CHANGED_SHARE))
+    rewritten_n, added_n = int(changed * CHANGE_MIX[0]), int(changed * CHANGE_MIX[1])
+    removed_n = changed - rewritten_n - added_n
+    picked = rng.sample(range(len(files)), rewritten_n + removed_n)
+    rewritten = [files[i] for i in picked[:rewritten_n]]
+    removed = [files[i] for i in picked[rewritten_n:]]
+    written = 0
+    for rel in rewritten:
+        path = os.path.join(root, rel)
+        size = os.path.getsize(path)
+        write_file(path, size, block, rng)
+        written += size
+    # The added files bring the bytes written up to 1% of the tree.
+    each = max(1024, int((total * CHANGED_SHARE - written) / added_n))
+    for number in range(added_n):
+        rel = os.path.join("d%03d" % rng.randrange(DIRECTORIES[0]), "s%02d" % rng.randrange(DIRECTORIES[1]),
+                           "new%03d.dat" % number)
+        write_file(os.path.join(root, rel), each, block, rng)
+        written += each
+    for rel in removed:
+        os.unlink(os.path.join(root, rel))
+    return {"files": changed, "rewritten": rewritten_n, "added": added_n, "removed": removed_n, "bytes": written}
+
+
+def sectors_written(stat_path):
+    with open(stat_path) as handle:
+        return int(handle.read().split()[6]) * 512
+
+
+def own_write_bytes():
+    with open("/proc/self/io") as handle:
+        values = dict(line.split(": ") for line in handle.read().splitlines())
+    return int(values["write_bytes"])
+
+
+def du_new(old, new):
+    """Bytes NEW takes on disk that OLD does not share with it."""
+    out = run(["du", "-s", "-B1", old, new], capture_output=True, text=True).stdout
+    return int(out.splitlines()[1].split()[0])
+
+
+def measure(argv, env, stat_path):
+    """(seconds, bytes to the device until a sync after it, bytes the processes wrote) of one run of ARGV."""
+    run(["sync"])
+    disk, own = sectors_written(stat_path), own_write_bytes()
+    started = time.monotonic()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        sys.exit("bench-persist: %s failed (exit %d): %s" % (" ".join(argv), done.returncode, done.stderr.strip()))
+    run(["sync"])
+    return seconds, sectors_written(stat_path) - disk, own_write_bytes() - own
+
+
+def quiet_writes(seconds, stat_path):
+    """Bytes the device took over SECONDS of doing nothing (the file system's own housekeeping)."""
+    run(["sync"])
+    before = sectors_written(stat_path)
+    time.sleep(seconds)
+    run(["sync"])
+    return sectors_written(stat_path) - before
+
+
+def current(backing):
+    return os.readlink(os.path.join(backing, "current"))
+
+
+def point_current(backing, name):
+    """current back to NAME, as the helper switches it (a new link renamed over the old one)."""
+    link = os.path.join(backing, ".current-bench")
+    os.symlink(name, link)
+    os.rename(link, os.path.join(backing, "current"))
+
+
+def mb(value):
+    return "%.1f MB" % (value / 1e6)
+
+
+def main():
+    if os.geteuid() != 0:
+        sys.exit("bench-persist mounts a tmpfs: run it as root")
+    for tool in ("rsync", "unshare", "du", "flock", "findmnt", "losetup", "mkfs.ext4"):
+        if not shutil.which(tool):
+            sys.exit("bench-persist needs %s" % tool)
+    if os.environ.get("RAMDISK_BENCH_NS") != "1":
+        env = dict(os.environ, RAMDISK_BENCH_NS="1")
+        sys.exit(subprocess.call(["unshare", "--mount", "--propagation", "private", sys.executable] + sys.argv, env=env))
+    work = tempfile.mkdtemp(prefix="ramdisk-bench-persist-", dir="/var/tmp")
+    mount = os.path.join(work, "mount")
+    disk = os.path.join(work, "disk")
+    loop = None
+    try:
+        fstype = run(["findmnt", "-n", "-o", "FSTYPE", "-T", work], capture_output=True, text=True).stdout.strip()
+        if fstype in ("tmpfs", "ramfs"):
+            sys.exit("bench-persist: /var/tmp is %s here, not a disk" % fstype)
+        image = os.path.join(work, "backing.img")
+        with open(image, "wb") as handle:
+            handle.truncate(IMAGE_BYTES)
+        # Inode tables and journal written now, not by the kernel in the background while a sync is measured.
+        run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", image])
+        loop = run(["losetup", "--find", "--show", "--direct-io=on", image], capture_output=True,
+                   text=True).stdout.strip()
+        os.mkdir(disk)
+        run(["mount", "-t", "ext4", loop, disk])
+        backing = os.path.join(disk, "backing")
+        os.makedirs(backing, mode=0o700)
+        os.mkdir(mount)
+        run(["mount", "-t", "tmpfs", "-o", "size=3G,mode=0755", "ramdisk-bench", mount])
+        helper = helper_copy(work)
+        stat_path = "/sys/block/%s/stat" % os.path.basename(loop)
+        env = dict(os.environ, LC_ALL="C")
+        env_no_rsync = dict(env, PATH=path_without_rsync(work))
+        rng = random.Random(SEED)
+
+        started = time.monotonic()
+        files, total = make_tree(mount, rng)
+        # The tree's size is its data (apparent sizes), the stricter base for the share written; the tmpfs holds
+        # more (whole pages).
+        tree_bytes = int(run(["du", "-s", "-B1", "--apparent-size", mount], capture_output=True,
+                             text=True).stdout.split()[0])
+        tmpfs_bytes = int(run(["du", "-s", "-B1", mount], capture_output=True, text=True).stdout.split()[0])
+        entries = int(run(["sh", "-c", 'find "$1" -mindepth 1 | wc -l', "sh", mount], capture_output=True,
+                          text=True).stdout)
+        built = time.monotonic() - started
+        if total < MIN_BYTES or len(files) < MIN_FILES:
+            sys.exit("bench-persist: the tree came out smaller than 1 GiB and 50,000 files")
+
+        configure(work, mount, backing, 2)
+        first = measure([helper, "sync", TOKEN], env, stat_path)
+        start_copy = current(backing)
+        change = change_tree(mount, files, total, rng)
+        quiet_seconds = 2.0
+        quiet = quiet_writes(quiet_seconds, stat_path)
+
+        # (c) rsync by hand, into a directory of its own beside the starting copy, then flushed.
+        by_hand = os.path.join(backing, "by-hand")
+        argv = ["sh", "-c", 'rsync "$@" && sync -f "$0"', by_hand] + RSYNC_OPTIONS + [
+            "--link-dest=%s" % os.path.join(backing, start_copy), mount + "/", by_hand]
+        runs = {"b": [], "c": []}
+        status = {}
+        for _turn in range(TURNS):
+            runs["c"].append(measure(argv, env, stat_path) + (du_new(os.path.join(backing, start_copy), by_hand),))
+            run(["rm", "-rf", by_hand])
+            # (b) ours after: the helper as it is; then the starting copy is current again.
+            configure(work, mount, backing, 2)
+            measured = measure([helper, "sync", TOKEN], env, stat_path)
+            made = current(backing)
+            runs["b"].append(measured + (du_new(os.path.join(backing, start_copy), os.path.join(backing, made)),))
+            with open(os.path.join(work, "status", TOKEN + ".status")) as handle:
+                status = dict(line.split("=", 1) for line in handle.read().splitlines())
+            if status.get("COPY") != "incremental":
+                sys.exit("bench-persist: the helper did not copy incrementally: %s" % status)
+            point_current(backing, start_copy)
+            run(["rm", "-rf", os.path.join(backing, made)])
+        rows = {"b": min(runs["b"]), "c": min(runs["c"])}
+
+        # (a) ours before: a sync from the starting copy that copies all and removes the older copy.
+        configure(work, mount, backing, 1)
+        measured = measure([helper, "sync", TOKEN], env_no_rsync, stat_path)
+        made = current(backing)
+        rows["a"] = measured + (int(run(["du", "-s", "-B1", os.path.join(backing, made)], capture_output=True,
+                                        text=True).stdout.split()[0]),)
+
+        print("persist sync of a %.2f GiB tree (%.2f GiB on the tmpfs): %d regular files (%d entries with directories "
+              "and links), built in %.1f s; %d cores" % (tree_bytes / GIB, tmpfs_bytes / GIB, len(files), entries, built,
+                                                        os.cpu_count() or 0))
+        print("backing: ext4 on %s, a %d GiB file under /var/tmp (%s) with direct I/O; the first copy took %.1f s and "
+              "wrote %s" % (loop, IMAGE_BYTES // GIB, fstype, first[0], mb(first[1])))
+        print("changed: %d files (%.2f%%: %d rewritten, %d added, %d removed), %s of new data (%.2f%% of the tree)"
+              % (change["files"], 100.0 * change["files"] / len(files), change["rewritten"], change["added"],
+                 change["removed"], mb(change["bytes"]), 100.0 * change["bytes"] / tree_bytes))
+        print("the device took %s in %.0f s while nothing ran" % (mb(quiet), quiet_seconds))
+        print("")
+        labels = {"a": "(a) ours before (cp -a, KEEP=1)", "b": "(b) ours after (rsync --link-dest)",
+                  "c": "(c) rsync by hand, then sync -f"}
+        print("%-36s %8s %11s %14s %11s %16s" % ("", "time", "disk", "share of tree", "processes", "new blocks (du)"))
+        for key in ("a", "b", "c"):
+            seconds, written, own, new = rows[key]
+            print("%-36s %7.2fs %11s %13.2f%% %11s %16s" % (labels[key], seconds, mb(written),
+                                                           100.0 * written / tree_bytes, mb(own), mb(new)))
+        print("")
+        share = float(rows["b"][1]) / tree_bytes
+        ratio = rows["b"][0] / rows["c"][0]
+        print("turns of (b): %s; of (c): %s (the faster counts)"
+              % (", ".join("%.2f s" % one[0] for one in runs["b"]), ", ".join("%.2f s" % one[0] for one in runs["c"])))
+        print("the helper's own figure for (b), LAST_OK_WRITTEN_BYTES: %s" % mb(int(status["LAST_OK_WRITTEN_BYTES"])))
+        print("target: (b) writes at most %d%% of the tree to the disk: %.2f%% (%s of at most %s) %s"
+              % (TARGET_WRITTEN_SHARE * 100, share * 100, mb(rows["b"][1]), mb(tree_bytes * TARGET_WRITTEN_SHARE),
+                 "ok" if share <= TARGET_WRITTEN_SHARE else "OVER"))
+        print("target: (b) takes at most %.1fx the time of (c): %.2fx (%.2f s against %.2f s) %s"
+              % (TARGET_TIME_RATIO, ratio, rows["b"][0], rows["c"][0], "ok" if ratio <= TARGET_TIME_RATIO else "OVER"))
+        print("(a) against (b): %.0fx the bytes, %.1fx the time"
+              % (rows["a"][1] / max(rows["b"][1], 1), rows["a"][0] / rows["b"][0]))
+        return 0 if share <= TARGET_WRITTEN_SHARE and ratio <= TARGET_TIME_RATIO else 1
+    finally:
+        for mounted in (mount, disk):
+            if os.path.ismount(mounted):
+                subprocess.run(["umount", mounted], check=False)
+        if loop:
+            subprocess.run(["losetup", "-d", loop], check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
