@@ -571,8 +571,8 @@ def path_facts(path, mountinfo, scan_timeout):
     )
     if entry["is_dir"]:
         entry.update(_directory_facts(real, scan_timeout))
-        if entry["empty"] and entry["mountpoint"] and real != "/" and is_ram_backed(holder["fstype"],
-                                                                                   holder["source"]):
+        ram_backed = bool(holder) and is_ram_backed(holder["fstype"], holder["source"])
+        if entry["empty"] and entry["mountpoint"] and real != "/" and ram_backed:
             entry["below"] = disk_below(real, scan_timeout)
     return entry
 

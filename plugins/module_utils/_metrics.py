@@ -66,9 +66,13 @@ METRICS = {
     "ramdisk_persist_last_success": ("gauge", "1 when the last sync attempt succeeded, 0 when it failed or was refused."),
     "ramdisk_persist_last_exit_code": ("gauge", "Exit status of the persist helper's last sync attempt."),
     "ramdisk_persist_last_duration_seconds": ("gauge", "How long the last sync attempt took."),
-    "ramdisk_persist_last_sync_bytes": ("gauge", "Bytes the copy made by the last successful sync takes on disk, its files shared with the copy before it included."),
-    "ramdisk_persist_last_sync_written_bytes": ("gauge", "Bytes the last successful sync wrote to the backing: what changed since the copy before it (unchanged files are hard links), or all of the copy when it copied everything."),
-    "ramdisk_persist_full_copy": ("gauge", "1 when the last sync attempt copied everything because rsync is missing on the host (or lacks ACL or xattr support), else 0."),
+    "ramdisk_persist_last_sync_bytes": ("gauge", "Bytes the copy made by the last successful sync takes on disk, its "
+                                                 "files shared with the copy before it included."),
+    "ramdisk_persist_last_sync_written_bytes": ("gauge", "Bytes the last successful sync wrote to the backing: what "
+                                                         "changed since the copy before it (unchanged files are hard "
+                                                         "links), or all of the copy when it copied everything."),
+    "ramdisk_persist_full_copy": ("gauge", "1 when the last sync attempt copied everything because rsync is missing "
+                                           "on the host (or lacks ACL or xattr support), else 0."),
     "ramdisk_persist_copies": ("gauge", "Complete copies (snap-*) in the backing directory."),
     "ramdisk_persist_backing_bytes": ("gauge", "Bytes the backing directory held after the last successful sync."),
     "ramdisk_persist_backing_free_bytes": ("gauge", "Bytes available on the file system of the backing directory."),

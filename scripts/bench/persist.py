@@ -107,7 +107,7 @@ def make_tree(root, rng):
     block = os.urandom(8 * MIB)
     sizes = []
     for count, low, high in SIZE_CLASSES:
-        sizes.extend(rng.randint(low, high) for _ in range(count))
+        sizes.extend(rng.randint(low, high) for _number in range(count))
     rng.shuffle(sizes)
     per_directory = len(sizes) // (DIRECTORIES[0] * DIRECTORIES[1])
     files = []
@@ -312,8 +312,8 @@ def main():
                                         text=True).stdout.split()[0]),)
 
         print("persist sync of a %.2f GiB tree (%.2f GiB on the tmpfs): %d regular files (%d entries with directories "
-              "and links), built in %.1f s; %d cores" % (tree_bytes / GIB, tmpfs_bytes / GIB, len(files), entries, built,
-                                                        os.cpu_count() or 0))
+              "and links), built in %.1f s; %d cores"
+              % (tree_bytes / GIB, tmpfs_bytes / GIB, len(files), entries, built, os.cpu_count() or 0))
         print("backing: ext4 on %s, a %d GiB file under /var/tmp (%s) with direct I/O; the first copy took %.1f s and "
               "wrote %s" % (loop, IMAGE_BYTES // GIB, fstype, first[0], mb(first[1])))
         print("changed: %d files (%.2f%%: %d rewritten, %d added, %d removed), %s of new data (%.2f%% of the tree)"
@@ -326,8 +326,8 @@ def main():
         print("%-36s %8s %11s %14s %11s %16s" % ("", "time", "disk", "share of tree", "processes", "new blocks (du)"))
         for key in ("a", "b", "c"):
             seconds, written, own, new = rows[key]
-            print("%-36s %7.2fs %11s %13.2f%% %11s %16s" % (labels[key], seconds, mb(written),
-                                                           100.0 * written / tree_bytes, mb(own), mb(new)))
+            share = 100.0 * written / tree_bytes
+            print("%-36s %7.2fs %11s %13.2f%% %11s %16s" % (labels[key], seconds, mb(written), share, mb(own), mb(new)))
         print("")
         share = float(rows["b"][1]) / tree_bytes
         ratio = rows["b"][0] / rows["c"][0]

@@ -457,7 +457,6 @@ def case_kill(spec, runner):
     return out
 
 
-
 def power_cut(work):
     """What a power cut takes, in this namespace: every mount under the case's paths and the staging area (newest
     first, lazily when busy), what lives in /run for the collection (the lock, the staging directories), and the
@@ -544,6 +543,7 @@ def case_reboot(spec, runner):
     out = check_after(spec, runner, fixture, out)
     out["problems"] = problems + out["problems"]
     return out
+
 
 def _children(pid):
     """(pid, comm) of the processes whose parent is PID."""
