@@ -202,7 +202,11 @@ def persist_state():
     state["helper"] = file_hash(paths.PERSIST_HELPER)
     state["persist_run"] = listing(paths.PERSIST_STATE_DIR)
     state["persist_status"] = listing(paths.PERSIST_STATUS_DIR)
-    state["backing_names"], current = backing_copy()
+    names, current = backing_copy()
+    # With persist.keep (2 by default) a run that syncs again after a kill keeps the copy before: how many copies
+    # there are may differ from an uninterrupted run's, within keep; which names there are may not.
+    state["backing_names"] = sorted(set(names)) if names is not None else None
+    state["backing_copies_within_keep"] = (names or []).count("snap-*") <= PERSIST_KEEP
     state["backing_current"] = tx.digest_hash(tx.without_root_mtime(current)) if current else None
     return state
 

@@ -1198,7 +1198,8 @@ def run_all(driver, queue, jobs):
             result = driver.case(spec)
             results[spec["name"]] = result
             if spec["case"] in ("kill", "reboot") and not result.get("error") and not result["first"]["killed"]:
-                queue.finished_at(spec["n"], spec["case"])
+                # persist.py's cases name their kind (adopt, remove); these name the series by their case.
+                queue.finished_at(spec["n"], spec.get("kind") or spec["case"])
 
     threads = [threading.Thread(target=worker, daemon=True) for _number in range(jobs)]
     for thread in threads:
