@@ -12,9 +12,17 @@ removed) and by bytes, and one sync of it is measured three ways, each from the 
       became incremental: cp -a of the whole mount, then the older copy removed;
   (b) ours after: the helper as it is (rsync --link-dest on the current copy, KEEP=2);
   (c) rsync by hand, with the helper's options and --link-dest, then `sync -f` so that its data is on the disk
-      (the helper flushes too, and only data on the disk can be counted).
+      (the helper flushes too, and only data on the disk can be counted);
+  (d) the staged roll-forward prototype (scripts/bench/persist_delta.py, KEEP=2): only the changed entries are
+      copied (into a stage, then moved into current under a commit record), the replaced ones moved aside as the
+      reverse delta that keeps the previous snapshot; no tree of hard links. Its rollback puts the starting copy
+      back after each turn (not measured), and `verify` checks current against the mount's digest;
+  (d') the next sync of (d), after another 1% of changes: the steady state, which also drops the oldest reverse
+      delta (KEEP=2).
 
-(b) and (c) run twice, taking turns, the starting copy put back after each; the faster of each counts. Figures for
+(b), (c) and (d) run twice, taking turns, the starting copy put back after each; the faster of each counts. Then a
+second tree of the same size in 10,000 files shows how the bytes written by (c) (the --link-dest design) and by (d)
+scale with the number of files: --link-dest pays for every unchanged file, (d) for the changed ones. Figures for
 each: wall time; bytes written to the device, from just before the run until a `sync` after it (so the metadata the
 run left dirty, and the file system's journal, count too); the write_bytes of the run's processes (/proc/self/io of
 this process, which takes in its reaped children's: the pages they dirtied, data and metadata, not the journal); and
@@ -29,6 +37,7 @@ it made is removed, whatever happens.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -40,6 +49,7 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HELPER = os.path.join(REPO_ROOT, "roles", "mount", "files", "persist.sh")
+DELTA = os.path.join(REPO_ROOT, "scripts", "bench", "persist_delta.py")
 TOKEN = "bench-persist"
 SEED = 35
 MIB = 1024 * 1024
@@ -47,6 +57,8 @@ GIB = 1024 * MIB
 DIRECTORIES = (100, 10)  # 1,000 directories, 50 files each
 # (files, smallest, largest bytes): 1.09 GiB of data in 50,000 files, 1.19 GiB on the tmpfs
 SIZE_CLASSES = ((40000, 256, 8 * 1024), (9880, 8 * 1024, 128 * 1024), (120, MIB, 4 * MIB))
+# The same bytes in a fifth of the files, each five times the size: how the bytes written scale with files.
+SCALED_CLASSES = tuple((count // 5, low * 5, high * 5) for count, low, high in SIZE_CLASSES)
 MIN_BYTES, MIN_FILES = GIB, 50000
 SYMLINKS = 100
 HARD_LINKS = 100
@@ -102,11 +114,11 @@ def path_without_rsync(work):
     return farm
 
 
-def make_tree(root, rng):
-    """The tree; returns (relative paths of its regular files, their total size)."""
+def make_tree(root, rng, classes=None):
+    """The tree (of SIZE_CLASSES unless CLASSES); returns (relative paths of its regular files, their total size)."""
     block = os.urandom(8 * MIB)
     sizes = []
-    for count, low, high in SIZE_CLASSES:
+    for count, low, high in classes or SIZE_CLASSES:
         sizes.extend(rng.randint(low, high) for _number in range(count))
     rng.shuffle(sizes)
     per_directory = len(sizes) // (DIRECTORIES[0] * DIRECTORIES[1])
@@ -145,8 +157,8 @@ def write_file(path, size, block, rng):
         handle.write(os.urandom(16))
 
 
-def change_tree(root, files, total, rng):
-    """1% of the files and of the bytes: rewritten, added, removed. Returns a description."""
+def change_tree(root, files, total, rng, new_prefix="new"):
+    """1% of the files and of the bytes: rewritten, added, removed. Returns a description (and the removed paths)."""
     block = os.urandom(8 * MIB)
     changed = max(3, int(len(files) * CHANGED_SHARE))
     rewritten_n, added_n = int(changed * CHANGE_MIX[0]), int(changed * CHANGE_MIX[1])
@@ -164,12 +176,13 @@ def change_tree(root, files, total, rng):
     each = max(1024, int((total * CHANGED_SHARE - written) / added_n))
     for number in range(added_n):
         rel = os.path.join("d%03d" % rng.randrange(DIRECTORIES[0]), "s%02d" % rng.randrange(DIRECTORIES[1]),
-                           "new%03d.dat" % number)
+                           "%s%03d.dat" % (new_prefix, number))
         write_file(os.path.join(root, rel), each, block, rng)
         written += each
     for rel in removed:
         os.unlink(os.path.join(root, rel))
-    return {"files": changed, "rewritten": rewritten_n, "added": added_n, "removed": removed_n, "bytes": written}
+    return {"files": changed, "rewritten": rewritten_n, "added": added_n, "removed": removed_n, "bytes": written,
+            "removed_paths": removed}
 
 
 def sectors_written(stat_path):
@@ -189,8 +202,9 @@ def du_new(old, new):
     return int(out.splitlines()[1].split()[0])
 
 
-def measure(argv, env, stat_path):
-    """(seconds, bytes to the device until a sync after it, bytes the processes wrote) of one run of ARGV."""
+def measure(argv, env, stat_path, outputs=None):
+    """(seconds, bytes to the device until a sync after it, bytes the processes wrote) of one run of ARGV; its
+    standard output is appended to OUTPUTS when given."""
     run(["sync"])
     disk, own = sectors_written(stat_path), own_write_bytes()
     started = time.monotonic()
@@ -199,6 +213,8 @@ def measure(argv, env, stat_path):
     if done.returncode != 0:
         sys.exit("bench-persist: %s failed (exit %d): %s" % (" ".join(argv), done.returncode, done.stderr.strip()))
     run(["sync"])
+    if outputs is not None:
+        outputs.append(done.stdout)
     return seconds, sectors_written(stat_path) - disk, own_write_bytes() - own
 
 
@@ -220,6 +236,23 @@ def point_current(backing, name):
     link = os.path.join(backing, ".current-bench")
     os.symlink(name, link)
     os.rename(link, os.path.join(backing, "current"))
+
+
+def delta_command(args, env, outputs=None):
+    """The prototype's argv for ARGS, or, with ENV, its JSON report of a run that must succeed."""
+    argv = [sys.executable, DELTA] + args
+    if env is None:
+        return argv
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    report = json.loads(done.stdout or "{}")
+    if done.returncode != 0 or report.get("result") != "ok":
+        sys.exit("bench-persist: persist_delta.py %s failed: %s %s" % (" ".join(args), done.stdout, done.stderr))
+    return report
+
+
+def empty(directory):
+    for name in os.listdir(directory):
+        run(["rm", "-rf", os.path.join(directory, name)])
 
 
 def mb(value):
@@ -286,9 +319,11 @@ def main():
         by_hand = os.path.join(backing, "by-hand")
         argv = ["sh", "-c", 'rsync "$@" && sync -f "$0"', by_hand] + RSYNC_OPTIONS + [
             "--link-dest=%s" % os.path.join(backing, start_copy), mount + "/", by_hand]
-        runs = {"b": [], "c": []}
+        runs = {"b": [], "c": [], "d": []}
         status = {}
-        for _turn in range(TURNS):
+        delta_reports = []
+        delta_sync = delta_command(["sync", mount, backing, "--keep", "2"], None)
+        for turn in range(TURNS):
             runs["c"].append(measure(argv, env, stat_path) + (du_new(os.path.join(backing, start_copy), by_hand),))
             run(["rm", "-rf", by_hand])
             # (b) ours after: the helper as it is; then the starting copy is current again.
@@ -302,14 +337,51 @@ def main():
                 sys.exit("bench-persist: the helper did not copy incrementally: %s" % status)
             point_current(backing, start_copy)
             run(["rm", "-rf", os.path.join(backing, made)])
-        rows = {"b": min(runs["b"]), "c": min(runs["c"])}
+            # (d) the prototype from the same starting copy, which it updates in place; verified against the mount.
+            outputs = []
+            measured = measure(delta_sync, env, stat_path, outputs)
+            delta_reports.append(json.loads(outputs[-1]))
+            runs["d"].append(measured + (delta_reports[-1]["staged_bytes"],))
+            delta_command(["verify", backing], env)
+            if turn < TURNS - 1:
+                # The starting copy back, from the reverse delta; the last turn's generation stays for (d').
+                delta_command(["rollback", backing], env)
+        rows = {"b": min(runs["b"]), "c": min(runs["c"]), "d": min(runs["d"])}
+        delta_report = delta_reports[runs["d"].index(rows["d"])]
 
-        # (a) ours before: a sync from the starting copy that copies all and removes the older copy.
+        # (d') the next sync: another 1% changed; it also drops the reverse delta beyond KEEP=2 (none the first time).
+        removed = set(change["removed_paths"])
+        second = change_tree(mount, [rel for rel in files if rel not in removed], total, rng, new_prefix="next")
+        outputs = []
+        rows["e"] = measure(delta_sync, env, stat_path, outputs)
+        next_report = json.loads(outputs[-1])
+        rows["e"] += (next_report["staged_bytes"],)
+        delta_command(["verify", backing], env)
+
+        # (a) ours before: a sync that copies all and removes the older copy (the one (d') left current: the
+        # starting copy updated in place; what it holds does not change what cp -a of the mount writes).
         configure(work, mount, backing, 1)
         measured = measure([helper, "sync", TOKEN], env_no_rsync, stat_path)
         made = current(backing)
         rows["a"] = measured + (int(run(["du", "-s", "-B1", os.path.join(backing, made)], capture_output=True,
                                         text=True).stdout.split()[0]),)
+
+        # Scaling: the same bytes in 10,000 files, one turn of (c) and of (d) from a first copy of its own.
+        empty(backing)
+        empty(mount)
+        scaled_files, scaled_total = make_tree(mount, rng, SCALED_CLASSES)
+        scaled_tree = int(run(["du", "-s", "-B1", "--apparent-size", mount], capture_output=True,
+                              text=True).stdout.split()[0])
+        configure(work, mount, backing, 2)
+        measure([helper, "sync", TOKEN], env, stat_path)
+        scaled_start = os.path.join(backing, current(backing))
+        scaled_change = change_tree(mount, scaled_files, scaled_total, rng, new_prefix="scaled")
+        scaled_argv = ["sh", "-c", 'rsync "$@" && sync -f "$0"', by_hand] + RSYNC_OPTIONS + [
+            "--link-dest=%s" % scaled_start, mount + "/", by_hand]
+        scaled = {"c": measure(scaled_argv, env, stat_path)}
+        run(["rm", "-rf", by_hand])
+        scaled["d"] = measure(delta_sync, env, stat_path)
+        delta_command(["verify", backing], env)
 
         print("persist sync of a %.2f GiB tree (%.2f GiB on the tmpfs): %d regular files (%d entries with directories "
               "and links), built in %.1f s; %d cores"
@@ -319,28 +391,55 @@ def main():
         print("changed: %d files (%.2f%%: %d rewritten, %d added, %d removed), %s of new data (%.2f%% of the tree)"
               % (change["files"], 100.0 * change["files"] / len(files), change["rewritten"], change["added"],
                  change["removed"], mb(change["bytes"]), 100.0 * change["bytes"] / tree_bytes))
+        print("then for (d'): %d files more, %s of new data" % (second["files"], mb(second["bytes"])))
         print("the device took %s in %.0f s while nothing ran" % (mb(quiet), quiet_seconds))
         print("")
         labels = {"a": "(a) ours before (cp -a, KEEP=1)", "b": "(b) ours after (rsync --link-dest)",
-                  "c": "(c) rsync by hand, then sync -f"}
+                  "c": "(c) rsync by hand, then sync -f", "d": "(d) staged roll-forward (prototype)",
+                  "e": "(d') its next sync (steady state)"}
         print("%-36s %8s %11s %14s %11s %16s" % ("", "time", "disk", "share of tree", "processes", "new blocks (du)"))
-        for key in ("a", "b", "c"):
+        for key in ("a", "b", "c", "d", "e"):
             seconds, written, own, new = rows[key]
             share = 100.0 * written / tree_bytes
             print("%-36s %7.2fs %11s %13.2f%% %11s %16s" % (labels[key], seconds, mb(written), share, mb(own), mb(new)))
+        print("(the new blocks of (d) and (d'): the blocks of the entries they copied, from their own report)")
         print("")
         share = float(rows["b"][1]) / tree_bytes
         ratio = rows["b"][0] / rows["c"][0]
-        print("turns of (b): %s; of (c): %s (the faster counts)"
-              % (", ".join("%.2f s" % one[0] for one in runs["b"]), ", ".join("%.2f s" % one[0] for one in runs["c"])))
+        print("turns of (b): %s; of (c): %s; of (d): %s (the faster counts)"
+              % tuple(", ".join("%.2f s" % one[0] for one in runs[key]) for key in ("b", "c", "d")))
         print("the helper's own figure for (b), LAST_OK_WRITTEN_BYTES: %s" % mb(int(status["LAST_OK_WRITTEN_BYTES"])))
+        print("(d)'s own report: %s written (%s staged, %s of record), %d staged entries, operations %s; steps %s"
+              % (mb(delta_report["written_bytes"]), mb(delta_report["staged_bytes"]),
+                 mb(delta_report["record_bytes"]), delta_report["staged_entries"], delta_report["operations"],
+                 delta_report["steps"]))
+        print("(d')'s own report: %s written, operations %s; steps %s"
+              % (mb(next_report["written_bytes"]), next_report["operations"], next_report["steps"]))
         print("target: (b) writes at most %d%% of the tree to the disk: %.2f%% (%s of at most %s) %s"
               % (TARGET_WRITTEN_SHARE * 100, share * 100, mb(rows["b"][1]), mb(tree_bytes * TARGET_WRITTEN_SHARE),
                  "ok" if share <= TARGET_WRITTEN_SHARE else "OVER"))
         print("target: (b) takes at most %.1fx the time of (c): %.2fx (%.2f s against %.2f s) %s"
               % (TARGET_TIME_RATIO, ratio, rows["b"][0], rows["c"][0], "ok" if ratio <= TARGET_TIME_RATIO else "OVER"))
+        for key in ("d", "e"):
+            key_share = float(rows[key][1]) / tree_bytes
+            key_ratio = rows[key][0] / rows["c"][0]
+            print("target: %s at most %d%% of the tree and %.1fx the time of (c): %.2f%%, %.2fx %s"
+                  % (labels[key].split(" ", 1)[0], TARGET_WRITTEN_SHARE * 100, TARGET_TIME_RATIO, key_share * 100,
+                     key_ratio, "ok" if key_share <= TARGET_WRITTEN_SHARE and key_ratio <= TARGET_TIME_RATIO
+                     else "OVER"))
         print("(a) against (b): %.0fx the bytes, %.1fx the time"
               % (rows["a"][1] / max(rows["b"][1], 1), rows["a"][0] / rows["b"][0]))
+        print("")
+        print("scaling: the same bytes, 1%% of the files changed, bytes written to the device by (c) --link-dest "
+              "and by (d)")
+        print("%8s %10s %12s %8s %18s %12s %8s" % ("files", "new data", "(c) disk", "share", "(c) less new data",
+                                                  "(d) disk", "share"))
+        for count, tree, new_bytes, c_row, d_row in (
+                (len(scaled_files), scaled_tree, scaled_change["bytes"], scaled["c"], scaled["d"]),
+                (len(files), tree_bytes, change["bytes"], rows["c"], rows["d"])):
+            print("%8d %10s %12s %7.2f%% %12s (%4.0f B/file) %12s %7.2f%%"
+                  % (count, mb(new_bytes), mb(c_row[1]), 100.0 * c_row[1] / tree, mb(c_row[1] - new_bytes),
+                     float(c_row[1] - new_bytes) / count, mb(d_row[1]), 100.0 * d_row[1] / tree))
         return 0 if share <= TARGET_WRITTEN_SHARE and ratio <= TARGET_TIME_RATIO else 1
     finally:
         for mounted in (mount, disk):
