@@ -430,7 +430,7 @@ def main():
         print("(a) against (b): %.0fx the bytes, %.1fx the time"
               % (rows["a"][1] / max(rows["b"][1], 1), rows["a"][0] / rows["b"][0]))
         print("")
-        print("scaling: the same bytes, 1%% of the files changed, bytes written to the device by (c) --link-dest "
+        print("scaling: the same bytes, 1% of the files changed, bytes written to the device by (c) --link-dest "
               "and by (d)")
         print("%8s %10s %12s %8s %18s %12s %8s" % ("files", "new data", "(c) disk", "share", "(c) less new data",
                                                   "(d) disk", "share"))
