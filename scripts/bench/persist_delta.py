@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Prototype (issue 35): a persist sync that writes only what changed, staged and rolled forward.
 
@@ -39,7 +38,7 @@ snapshot: the old one or the new one, and `verify` proves which (current's diges
   persist_delta.py rollback BACKING                 makes the previous generation current again (bench, tests)
 
 PERSIST_DELTA_KILL_AT=STEP kills the process with SIGKILL at STEP (planned, staged, synced, committed, apply:N,
-applied, recorded, pruned; rollback:N): the tests' kill points.
+applied, recorded, pruned; rollback:N): the tests' kill points (PERSIST_DELTA_KILL_SIGNAL=SIGSTOP stops it there).
 """
 
 from __future__ import annotations
@@ -60,6 +59,9 @@ import time
 
 STATE = ".persist-delta"
 KILL_ENV = "PERSIST_DELTA_KILL_AT"
+# SIGSTOP instead of SIGKILL: the power-cut test stops the sync there, cuts the backing's file system off (ext4's
+# shutdown without flushing its journal), then kills it.
+KILL_SIGNAL_ENV = "PERSIST_DELTA_KILL_SIGNAL"
 COPY_CHUNK = 1024 * 1024
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _KINDS = ((stat.S_ISREG, "f"), (stat.S_ISDIR, "d"), (stat.S_ISLNK, "l"), (stat.S_ISCHR, "c"),
@@ -72,7 +74,7 @@ class SyncError(Exception):
 
 def kill_point(step):
     if os.environ.get(KILL_ENV) == step:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), getattr(signal, os.environ.get(KILL_SIGNAL_ENV, "SIGKILL")))
 
 
 # Walking and comparing -----------------------------------------------------------------------------------------
