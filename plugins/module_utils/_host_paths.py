@@ -31,6 +31,8 @@ NEW_ROOT = RUN_DIR + "/new"
 # for the syncs of that boot, the result of each sync (read by the metrics collector), and the collector.
 LIBEXEC_DIR = "/usr/local/libexec/ramdisk-provision"
 PERSIST_HELPER = LIBEXEC_DIR + "/persist"
+# Its copy: plugins/module_utils/_persist_delta.py, run with python3 (a sync that writes only what changed).
+PERSIST_DELTA = LIBEXEC_DIR + "/persist-delta.py"
 PERSIST_STATE_DIR = RUN_DIR + "/persist"
 PERSIST_STATUS_DIR = STATE_DIR + "/persist"
 METRICS_COLLECTOR = LIBEXEC_DIR + "/metrics/_metrics.py"

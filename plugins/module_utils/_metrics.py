@@ -69,11 +69,13 @@ METRICS = {
     "ramdisk_persist_last_sync_bytes": ("gauge", "Bytes the copy made by the last successful sync takes on disk, its "
                                                  "files shared with the copy before it included."),
     "ramdisk_persist_last_sync_written_bytes": ("gauge", "Bytes the last successful sync wrote to the backing: what "
-                                                         "changed since the copy before it (unchanged files are hard "
-                                                         "links), or all of the copy when it copied everything."),
-    "ramdisk_persist_full_copy": ("gauge", "1 when the last sync attempt copied everything because rsync is missing "
-                                           "on the host (or lacks ACL or xattr support), else 0."),
-    "ramdisk_persist_copies": ("gauge", "Complete copies (snap-*) in the backing directory."),
+                                                         "changed since the copy before it (the entries copied and "
+                                                         "the commit record), or all of the copy when it copied "
+                                                         "everything."),
+    "ramdisk_persist_full_copy": ("gauge", "1 when the last sync attempt copied everything with cp -a (no python3 "
+                                           "for the helper's copy, and no rsync with ACL and xattr support), else 0."),
+    "ramdisk_persist_copies": ("gauge", "Copies in the backing directory: complete ones (snap-*) and the older ones "
+                                        "kept as reverse deltas of the syncs in place."),
     "ramdisk_persist_backing_bytes": ("gauge", "Bytes the backing directory held after the last successful sync."),
     "ramdisk_persist_backing_free_bytes": ("gauge", "Bytes available on the file system of the backing directory."),
     "ramdisk_persist_interval_seconds": ("gauge", "How often the persist timer syncs the mount."),
@@ -218,7 +220,7 @@ def samples(snapshot):
         add("ramdisk_persist_last_sync_bytes", labels, item.get("sync_bytes"))
         add("ramdisk_persist_last_sync_written_bytes", labels, item.get("written_bytes"))
         if item.get("copy_tool"):
-            add("ramdisk_persist_full_copy", labels, 0 if item["copy_tool"] == "rsync" else 1)
+            add("ramdisk_persist_full_copy", labels, 0 if item["copy_tool"] in ("rsync", "persist-delta") else 1)
         add("ramdisk_persist_copies", labels, item.get("copies"))
         add("ramdisk_persist_backing_bytes", labels, item.get("backing_bytes"))
         add("ramdisk_persist_backing_free_bytes", labels, item.get("backing_free_bytes"))
@@ -352,6 +354,13 @@ def table(snapshot):
 
 # ---------------------------------------------------------------------------------------------- the host
 
+def _listdir(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
 def _read(path, default=None):
     try:
         with open(path) as handle:
@@ -449,6 +458,11 @@ def _persisted(conf_dir, status_dir):
         except OSError:
             entries = []
         item["copies"] = len([entry for entry in entries if _STAMP_RE.match(entry)])
+        if ".persist-delta" in entries:
+            # The older copies of the syncs in place: a reverse delta (undo-N) beside the record of its sync.
+            delta = _listdir(os.path.join(backing, ".persist-delta"))
+            item["copies"] += len([entry for entry in delta if entry.startswith("undo-")
+                                   and "gen-%s.json" % entry[5:] in delta])
         try:
             current = os.readlink(os.path.join(backing, "current"))
         except OSError:

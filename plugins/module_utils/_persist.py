@@ -10,7 +10,8 @@ the backing is the copy of record; before that, a backing that already holds a c
 RAM side would start empty.
 
 The backing's layout, made by the persist helper: current -> snap-<stamp> (a symlink swapped with rename),
-snap-<stamp> (complete copies), .new-<stamp> and .current-<stamp> (a sync under way, or cut short).
+snap-<stamp> (complete copies), .new-<stamp> and .current-<stamp> (a sync under way, or cut short), and
+.persist-delta (the state of the syncs that update current in place: _persist_delta.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _host_pat
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import PERSIST_KEEP
 
 # What the persist helper keeps in a backing directory; anything else there is not ours.
-BACKING_NAMES_RE = re.compile(r"^(?:current|snap-.+|\.new-.+|\.current-.+)$")
+BACKING_NAMES_RE = re.compile(r"^(?:current|snap-.+|\.new-.+|\.current-.+|\.persist-delta)$")
 LIVE_ACTIONS = ("ok", "remount")
 
 

@@ -29,6 +29,7 @@ import shutil
 import stat
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_delta
 from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import fsync_dir
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import (
     BACKING_NAMES_RE,
@@ -49,6 +50,22 @@ MAX_LISTED = 10
 def _current_target(backing):
     link = os.path.join(backing, "current")
     return os.readlink(link) if os.path.islink(link) else None
+
+
+def delta_helper_text():
+    """The text of the helper's copy (this collection's _persist_delta.py), as the host gets it."""
+    loader = getattr(_persist_delta, "__loader__", None)
+    text = loader.get_source(_persist_delta.__name__) if loader is not None and hasattr(loader, "get_source") else None
+    if text is None:
+        with open(_persist_delta.__file__, encoding="utf-8") as handle:
+            text = handle.read()
+    return text
+
+
+def _read_current(backing):
+    """Before current is read as a copy: a sync cut short after its commit point is finished first."""
+    if os.path.isdir(backing):
+        _persist_delta.roll_forward(backing)
 
 
 def _remove(path):
@@ -88,6 +105,8 @@ class PersistSteps(object):
         return {}
 
     def do_verify(self, args):
+        if args.get("backing"):
+            _read_current(args["backing"])
         entries, mismatches = self._compare(args["src"], args["dest"], args["src_name"], args["dest_name"])
         if mismatches:
             self.error("%s differs from %s in %d ways: %s" % (args["dest_name"], args["src_name"], len(mismatches),
@@ -97,6 +116,7 @@ class PersistSteps(object):
     def do_writeback(self, args):
         """Before a persisted mount goes: the backing's current copy must be the mount as it is now."""
         current = os.path.join(args["backing"], "current") + "/."
+        _read_current(args["backing"])
         if os.path.isdir(current):
             _entries, mismatches = self._compare(args["path"], current, "the RAM mount", "the backing's copy")
             if not mismatches:
@@ -121,6 +141,7 @@ class PersistSteps(object):
         again from the start after a kill: the backing keeps the copy until the step after this one."""
         path = args["path"]
         current = os.path.join(args["backing"], "current") + "/."
+        _read_current(args["backing"])
         if not os.path.isdir(current):
             return {"returned": False}
         if _is_mount_point(path):
@@ -263,6 +284,7 @@ def build(item, ex, build_mount, file_step):
         others = [name for name in _listdir(paths.PERSIST_CONF_DIR) if name.endswith(".conf") and name != token + ".conf"]
         if not others:
             file_step(middle, paths.PERSIST_HELPER, None)
+            file_step(middle, paths.PERSIST_DELTA, None)
         if units:
             middle.append(_step("reload"))
         steps, pivot = build_mount(item, ex.systemd, middle)
@@ -282,6 +304,7 @@ def build(item, ex, build_mount, file_step):
         # Only root reads the copies as a whole; inside, each keeps its own owners and modes.
         middle.append(_step("mkdir", create=_missing(backing), mode="0700"))
     file_step(middle, paths.PERSIST_HELPER, ex.persist_helper, mode=0o755, header=False)
+    file_step(middle, paths.PERSIST_DELTA, delta_helper_text(), mode=0o644, header=False)
     file_step(middle, paths.persist_conf_file(token), conf_text(item))
     texts = unit_texts(item)
     changed = {}
@@ -295,7 +318,7 @@ def build(item, ex, build_mount, file_step):
         middle.append(_step("sync", path=path, backing=backing, token=token, helper=paths.PERSIST_HELPER,
                             before=state["names"], current=_current_target(backing) if os.path.isdir(backing) else None))
         middle.append(_step("verify", src=path, dest=backing + "/current/.", src_name="the RAM mount",
-                            dest_name="the backing's first copy"))
+                            dest_name="the backing's first copy", backing=backing))
     if state["unit"] and changed["persist"]:
         # [Install] links follow the unit's new RequiredBy=.
         middle.append(_systemctl(["reenable", names["persist"]]))
@@ -315,7 +338,7 @@ def build(item, ex, build_mount, file_step):
         middle.append({"step": "systemctl_start", "args": args})
     if decision.get("verify") == "restore":
         middle.append(_step("verify", src=backing + "/current/.", dest=path, src_name="the backing's copy",
-                            dest_name="the RAM mount restored from it"))
+                            dest_name="the RAM mount restored from it", backing=backing))
     if state["unit"] and changed["timer"] and timer_active:
         middle.append(_systemctl(["restart", names["timer"]]))
     elif not timer_active:

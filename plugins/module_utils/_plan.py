@@ -481,7 +481,7 @@ def _check_keep(entry, raw):
     """persist.keep as an int of 1 or more (PERSIST_KEEP when left out); a number given as text is taken."""
     if raw is None:
         return PERSIST_KEEP
-    fix = ("Give how many complete copies the backing keeps, the current one included: 1 or more, such as %d "
+    fix = ("Give how many copies the backing keeps, the current one included: 1 or more, such as %d "
            "(the default: the current copy and the one before it)." % PERSIST_KEEP)
     if isinstance(raw, str) and re.match(r"^\s*-?\d+\s*$", raw):
         number = int(raw)

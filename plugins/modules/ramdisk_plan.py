@@ -470,8 +470,8 @@ class HostView(object):
     def has_mkfs(self, fstype):
         return self.module.get_bin_path("mkfs." + fstype) is not None
 
-    def has_rsync(self):
-        return self.module.get_bin_path("rsync") is not None
+    def has_program(self, name):
+        return self.module.get_bin_path(name) is not None
 
     def mkfs_dry_run(self, fstype, size_bytes, options):
         """None when mkfs would make FSTYPE on a device of SIZE_BYTES with OPTIONS; else what it said."""

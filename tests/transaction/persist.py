@@ -174,7 +174,8 @@ def backing_copy():
     """(names of the backing with each snapshot's stamp as *, the current copy's digests or None)."""
     if not os.path.isdir(BACKING):
         return None, None
-    names = sorted(os.listdir(BACKING))
+    # .persist-delta: the state of the helper's syncs in place, there once a second sync ran (a rerun may sync again).
+    names = sorted(name for name in os.listdir(BACKING) if name != ".persist-delta")
     shown = sorted(name.split("-", 1)[0] + "-*" if "-" in name and BACKING_NAMES_RE.match(name) else name
                    for name in names)
     current = os.path.join(BACKING, "current")

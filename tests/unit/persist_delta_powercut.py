@@ -5,7 +5,7 @@ The backing is an ext4 of its own (IMAGE on a loop device). OLD is synced into i
 generation 1); then a sync of NEW is stopped at STEP (the script's kill point, with SIGSTOP), the file system is cut
 off as a power cut would cut it (EXT4_IOC_SHUTDOWN without flushing the journal, what xfstests' godown does: what
 the journal had not committed is lost, dirty pages too), and the sync is killed. The file system is mounted again
-(the journal replayed), and a restore (which rolls forward first) copies the backing's snapshot to RESTORED.
+(the journal replayed), and a restore (a pending record applied to its copy) gives the snapshot in RESTORED.
 With FLUSH "flush", the file system is flushed (syncfs) while the sync is stopped, before the cut: what the sync did
 up to STEP is all on the disk (the journal's own timer might have committed it too), the rest is lost.
 

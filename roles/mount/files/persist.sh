@@ -7,16 +7,20 @@
 # which gives MOUNT, BACKING and KEEP (how many complete copies the backing keeps, current included; 2 if unset).
 #
 #   persist restore TOKEN   fill an empty MOUNT from BACKING/current; a MOUNT that holds data is newer: kept
-#   persist sync TOKEN      copy MOUNT to BACKING/snap-STAMP and switch BACKING/current to it
+#   persist sync TOKEN      write MOUNT's changes into BACKING/current (the first time: copy MOUNT to
+#                           BACKING/snap-STAMP and point BACKING/current at it)
 #
-# A sync writes only what changed: rsync copies MOUNT with --link-dest on the current copy, so a file whose size,
-# modification time (to the nanosecond), owner, mode, ACLs and xattrs are unchanged becomes a hard link to the copy
-# the earlier one holds. Without rsync (or with one lacking ACL or xattr support) it copies everything with cp -a,
-# as before, and says so in the status (COPY_TOOL=cp). The collection does not install rsync: it is a saving, not
-# what makes a copy correct, and a package the host's owner did not ask for, fetched at apply time from a
-# repository the host may not reach. ramdisk_plan warns at every run on a host with a persisted mount and no rsync.
+# A sync writes only what changed: its copy, persist-delta.py beside this script (the collection's
+# _persist_delta.py, run with python3, which needs no rsync), stages the new and changed entries under
+# BACKING/.persist-delta, flushes them with a commit record, then moves them into current by rename(2), the
+# entries they replace moved aside as the reverse delta that keeps the copy before (KEEP copies: current and the
+# newest KEEP-1 reverse deltas). A crash before the commit record leaves current as it was; one after it leaves a
+# record that the next sync finishes; a restore meanwhile applies the record to the RAM copy and never writes the
+# backing, so a full backing disk cannot keep the data from the mount at boot.
+# The first copy, or any sync without python3 or the copy, copies MOUNT whole into a new snapshot as before: with
+# rsync --link-dest on the current copy when rsync is there, else with cp -a (COPY_TOOL in the status says which).
 #
-# A sync never leaves the backing half-written: it copies into BACKING/.new-STAMP, flushes it to disk,
+# A first copy never leaves the backing half-written: it copies into BACKING/.new-STAMP, flushes it to disk,
 # renames it to snap-STAMP, points a new link at it and renames that link over BACKING/current (rename(2)
 # is atomic), flushes the directory, and only then removes the copies beyond KEEP. A crash at any point leaves
 # current on a complete copy. Any copy error (a full disk, a file that vanished or could not be read) fails
@@ -33,8 +37,9 @@ conf_dir=/etc/ramdisk-provision/persist
 state_dir=/run/ramdisk-provision/persist
 status_dir=/var/lib/ramdisk-provision/persist
 metrics_collector=/usr/local/libexec/ramdisk-provision/metrics/_metrics.py
+delta_helper=/usr/local/libexec/ramdisk-provision/persist-delta.py
 started=$(date +%s.%N)
-stamp='' sync_bytes='' backing_bytes='' written_bytes='' copy='' copy_tool='' made_dir='' made_link=''
+stamp='' sync_bytes='' backing_bytes='' written_bytes='' copy='' copy_tool='' made_dir='' made_link='' deltas=''
 
 say() { echo "persist ${token:-}: $*" >&2; }
 die() { say "$*"; exit "${2:-1}"; }
@@ -150,6 +155,21 @@ rsync_usable() {
   return 0
 }
 
+# The copy that writes only what changed: python3 and persist-delta.py.
+delta_usable() {
+  command -v python3 >/dev/null 2>&1 && [ -r "$delta_helper" ]
+}
+
+# A sync by the copy cut short after its commit point: current is half-way until the next sync finishes it.
+delta_pending() {
+  [ -e "$BACKING/.persist-delta/commit.json" ] || [ -e "$BACKING/.persist-delta/rollback.json" ]
+}
+
+# A number of the copy's JSON report ($2) by its name ($1).
+report_number() {
+  printf '%s\n' "$2" | sed -n "s/.*\"$1\": \([0-9][0-9]*\).*/\1/p"
+}
+
 restore() {
   if [ -e "$partial" ]; then
     say "a restore into $MOUNT was cut short: emptying it to restore again"
@@ -161,7 +181,14 @@ restore() {
     : >"$partial"
     # A setgid root passes the bit to every directory cp makes in it; cp -a sets the root's own mode last.
     chmod g-s "$MOUNT"
-    cp -a --no-target-directory "$BACKING/current/." "$MOUNT" || die "copying $BACKING/current into $MOUNT failed"
+    if delta_pending; then
+      # Read only: the record is applied to the RAM copy; the next sync rolls the backing forward.
+      delta_usable || die "$BACKING holds a sync cut short, which only $delta_helper (with python3) can read"
+      python3 "$delta_helper" restore "$BACKING" "$MOUNT" >/dev/null \
+        || die "copying $BACKING/current with its pending sync into $MOUNT failed"
+    else
+      cp -a --no-target-directory "$BACKING/current/." "$MOUNT" || die "copying $BACKING/current into $MOUNT failed"
+    fi
     rm -f "$partial"
     say "restored $MOUNT from $BACKING/$(readlink "$BACKING/current")"
   elif [ -e "$BACKING/current" ] || [ -L "$BACKING/current" ]; then
@@ -186,6 +213,11 @@ sync_back() {
     case $previous in */*) previous='' ;; snap-*) ;; *) previous='' ;; esac
     [ -z "$previous" ] || [ -d "$BACKING/$previous" ] || previous=''
   fi
+  if [ -n "$previous" ] && delta_usable; then
+    sync_delta
+    return
+  fi
+  ! delta_pending || die "$BACKING holds a sync cut short, which only $delta_helper (with python3) can finish"
   stamp=$(date -u +%Y%m%dT%H%M%S.%NZ)
   new=$BACKING/.new-$stamp
   made_dir=$new
@@ -256,13 +288,35 @@ sync_back() {
   say "synced $MOUNT to $BACKING/snap-$stamp ($copy copy, $written_bytes bytes written)"
 }
 
+# A sync by the copy: current (snapshot $previous) updated in place, under its commit record.
+sync_delta() {
+  copy_tool=persist-delta
+  copy=incremental
+  stamp=${previous#snap-}
+  report=$(python3 "$delta_helper" sync "$MOUNT" "$BACKING" --keep "$keep") || {
+    error=$(printf '%s\n' "$report" | sed -n 's/.*"error": "\(.*\)"}$/\1/p')
+    die "copying the changes of $MOUNT into $BACKING/current failed: ${error:-persist-delta.py failed}"
+  }
+  identity >"$restored"
+  written_bytes=$(report_number written_bytes "$report")
+  deltas=$(report_number reverse_deltas "$report")
+  remove_beyond_keep
+  sizes=$(du -s -B1 "$BACKING/$previous" "$BACKING" | awk 'NR == 1 { n = $1 } { t += $1 } END { print n " " t }')
+  sync_bytes=${sizes% *}
+  backing_bytes=${sizes#* }
+  say "synced $MOUNT to $BACKING/$previous (in place, $written_bytes bytes written)"
+}
+
 # The copies beyond KEEP, oldest first by name (the stamp), and what syncs cut short left. The new copy stays, and
 # with KEEP of 2 or more the previous one too, whatever their names say (the clock may have gone back). A removal
 # that fails leaves a copy for the next sync to remove; it never fails this one, whose copy is current already.
 remove_beyond_keep() {
   spared=$BACKING/snap-$stamp
   kept=1
-  if [ "$keep" -gt 1 ] && [ -n "$previous" ]; then
+  if [ -n "$deltas" ]; then
+    # The copy's reverse deltas are the older copies: snapshots of earlier syncs count beside them.
+    kept=$((1 + deltas))
+  elif [ "$keep" -gt 1 ] && [ -n "$previous" ]; then
     spared="$spared $BACKING/$previous"
     kept=2
   fi

@@ -19,7 +19,7 @@ class FakeView(object):
 
     def __init__(self, links=None, users=None, groups=None, records=None, refuse_options=(), mkfs=("ext4",),
                  mkfs_refuse=None, systemd=True, trial_unavailable=None, vendor_tmp=False, files=None,
-                 users_of=None, not_dirs=None, journal=(), rsync=True):
+                 users_of=None, not_dirs=None, journal=(), rsync=True, python3=True):
         self.links = links or {}
         self.users = users or {"root": 0, "postgres": 111}
         self.groups = groups or {"root": 0, "postgres": 115}
@@ -28,7 +28,7 @@ class FakeView(object):
         self.mkfs = mkfs
         self.mkfs_refuse = mkfs_refuse or {}
         self._systemd = systemd
-        self.rsync = rsync
+        self.programs = {"rsync": rsync, "python3": python3}
         self.trial_unavailable = trial_unavailable
         self.vendor_tmp = vendor_tmp
         self.trials = []
@@ -112,8 +112,8 @@ class FakeView(object):
     def has_mkfs(self, fstype):
         return fstype in self.mkfs
 
-    def has_rsync(self):
-        return self.rsync
+    def has_program(self, name):
+        return self.programs[name]
 
     def mkfs_dry_run(self, fstype, size_bytes, options):
         if size_bytes < 1024 * 1024:
@@ -647,16 +647,18 @@ def test_persist_keep_through_the_host_plan(keep, error):
         assert [mount["persist"]["keep"] for mount in result["policy"]["entries"] if mount.get("persist")] == [keep]
 
 
-@pytest.mark.parametrize("rsync, systemd, warned", [(False, True, True), (True, True, False), (False, False, False)])
-def test_a_host_without_rsync_is_told_its_syncs_copy_everything(rsync, systemd, warned):
+@pytest.mark.parametrize("python3, rsync, systemd, warned", [
+    (False, False, True, True), (True, False, True, False), (False, True, True, False), (True, True, True, False),
+    (False, False, False, False)])
+def test_a_host_without_python3_or_rsync_is_told_its_syncs_copy_everything(python3, rsync, systemd, warned):
     entries = [{"path": "/srv/cache", "size": "1G", "persist": {"backing": "/var/lib/ramdisk-backing/cache"}},
                {"path": "/srv/plain", "size": "1G"}]
-    result = plan(entries, view=FakeView(rsync=rsync, systemd=systemd))
-    found = [warning for warning in result["warnings"] if "rsync is not installed" in warning]
+    result = plan(entries, view=FakeView(python3=python3, rsync=rsync, systemd=systemd))
+    found = [warning for warning in result["warnings"] if "nor rsync is installed" in warning]
     if warned:
         assert result["errors"] == []
-        assert found == ["Host h1: rsync is not installed, so each sync of /srv/cache copies the whole mount instead "
-                         "of what changed since the last copy. Install rsync (Debian package rsync) for syncs that "
-                         "write only the changes."]
+        assert found == ["Host h1: neither python3 nor rsync is installed, so each sync of /srv/cache copies the whole "
+                         "mount instead of what changed since the last copy. Install python3 (Debian package python3) "
+                         "for syncs that write only the changes."]
     else:
         assert found == []

@@ -5,6 +5,7 @@ containers (molecule/database, molecule/vm)."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -15,6 +16,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_
 from ansible_collections.ramdisk.provision.plugins.module_utils._dry_run import mark_todo
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import conf_text, unit_texts
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import _read_current, delta_helper_text
 
 # host is a fixture that persist_host builds on.
 from test__executor import Recorder, entry, host  # noqa: F401 # pylint: disable=unused-import
@@ -26,6 +28,7 @@ HELPER = "#!/bin/sh\n# the helper\n"
 def persist_host(host, monkeypatch):  # noqa: F811
     for name, value in (("PERSIST_CONF_DIR", host / "etc" / "ramdisk-provision" / "persist"),
                         ("LIBEXEC_DIR", host / "libexec"), ("PERSIST_HELPER", host / "libexec" / "persist"),
+                        ("PERSIST_DELTA", host / "libexec" / "persist-delta.py"),
                         ("PERSIST_STATE_DIR", host / "run" / "persist"),
                         ("PERSIST_STATUS_DIR", host / "var" / "persist")):
         monkeypatch.setattr(paths, name, str(value))
@@ -106,6 +109,8 @@ def settled(persist_host):
     os.makedirs(os.path.dirname(paths.PERSIST_HELPER))
     with open(paths.PERSIST_HELPER, "w") as handle:
         handle.write(HELPER)
+    with open(paths.PERSIST_DELTA, "w") as handle:
+        handle.write(delta_helper_text())
     os.makedirs(paths.PERSIST_CONF_DIR)
     with open(paths.persist_conf_file(token), "w") as handle:
         handle.write(ex_mod.HEADER + conf_text(item))
@@ -126,6 +131,34 @@ def test_a_settled_persisted_mount_has_nothing_to_do(persist_host):
     item, units = settled(persist_host)
     steps, pivot = ex_mod.build(item, True, Systemd(units=units))
     assert steps == [] and pivot is None
+
+
+def test_the_helper_gets_its_copy_and_a_newer_copy_is_installed(persist_host):
+    item, units = settled(persist_host)
+    with open(paths.PERSIST_DELTA, "w") as handle:
+        handle.write("# an older copy\n")
+    steps, _pivot = ex_mod.build(item, True, Systemd(units=units))
+    assert [(step["step"], step["args"]["file"], step["args"]["text"]) for step in steps] == [
+        ("file", paths.PERSIST_DELTA, delta_helper_text())]
+    assert "def sync(" in delta_helper_text()
+
+
+def test_reading_the_backing_finishes_a_sync_cut_short_first(tmp_path):
+    """The executor's readers of current (return, writeback, verify) roll a committed sync forward first."""
+    backing = tmp_path / "backing"
+    os.makedirs(backing / "snap-1")
+    os.symlink("snap-1", str(backing / "current"))
+    (backing / "snap-1" / "a").write_text("old", encoding="utf-8")
+    state = backing / ".persist-delta"
+    os.makedirs(state / "stage")
+    (state / "stage" / "0").write_text("new", encoding="utf-8")
+    record = {"gen": 1, "keep": 2, "ops": [{"op": "put", "path": "a", "had_old": True}], "digest": "", "made": 0,
+              "base": "snap-1"}
+    (state / "commit.json").write_text(json.dumps(record), encoding="utf-8")
+    _read_current(str(backing))
+    assert (backing / "current" / "a").read_text(encoding="utf-8") == "new"
+    assert sorted(os.listdir(state)) == ["gen-1.json", "lock", "undo-1"]
+    assert _read_current(str(tmp_path / "none")) is None
 
 
 def checking(units):

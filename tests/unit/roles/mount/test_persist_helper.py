@@ -37,8 +37,13 @@ needs_rsync = pytest.mark.skipif(not shutil.which("rsync"), reason="rsync is not
 needs_root = pytest.mark.skipif(not ROOT, reason="needs root")
 
 
+DELTA = os.path.join(REPO_ROOT, "plugins", "module_utils", "_persist_delta.py")
+
+
 class Helper(object):
-    def __init__(self, root):
+    """The helper with its host paths in ROOT; its copy (persist-delta.py) installed only with DELTA."""
+
+    def __init__(self, root, delta=False):
         self.root = root
         self.mount = root / "mount"
         self.backing = root / "backing"
@@ -47,7 +52,8 @@ class Helper(object):
         for directory in (self.mount, self.backing, self.bin, root / "conf"):
             directory.mkdir()
         places = {"conf_dir": root / "conf", "state_dir": self.state, "status_dir": root / "status",
-                  "metrics_collector": root / "collector.py"}
+                  "metrics_collector": root / "collector.py",
+                  "delta_helper": DELTA if delta else root / "persist-delta.py"}
         with open(HELPER, encoding="utf-8") as handle:
             script = handle.read()
         for name, place in places.items():
@@ -89,9 +95,9 @@ class Helper(object):
     def env(self):
         return dict(os.environ, PATH=os.pathsep.join(self.path))
 
-    def run(self, command, token=TOKEN, wrap=()):
-        return subprocess.run(list(wrap) + [str(self.script), command, token], env=self.env(), capture_output=True,
-                              text=True, check=False)
+    def run(self, command, token=TOKEN, wrap=(), env=None):
+        return subprocess.run(list(wrap) + [str(self.script), command, token], env=dict(self.env(), **(env or {})),
+                              capture_output=True, text=True, check=False)
 
     def status(self):
         path = self.root / "status" / ("%s.status" % TOKEN)
@@ -631,3 +637,61 @@ def test_refuses_where_it_would_do_harm(helper, setup, words):
 def test_bad_arguments(helper, args, words):
     result = helper.run(*args)
     assert result.returncode in (1, 2) and words in result.stderr
+
+
+@pytest.fixture()
+def delta_helper(tmp_path):
+    return Helper(tmp_path, delta=True)
+
+
+def test_with_its_copy_a_sync_writes_the_changes_into_current_in_place(delta_helper):
+    helper = delta_helper
+    fill(helper.mount, {"same": "s" * 50000, "d/same": "kept", "rewritten": "old!", "removed": "r"})
+    assert helper.run("sync").returncode == 0
+    first = helper.current
+    assert helper.status()["COPY"] == "full"
+    (helper.mount / "rewritten").write_text("new!", encoding="utf-8")
+    (helper.mount / "removed").unlink()
+    (helper.mount / "added").write_text("a" * 9000, encoding="utf-8")
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    assert helper.current == first and helper.entries() == [".persist-delta", "current", first]
+    assert tree(helper.backing / "current") == tree(helper.mount)
+    status = helper.status()
+    assert (status["COPY"], status["COPY_TOOL"], status["LAST_OK_SNAPSHOT"]) == ("incremental", "persist-delta", first)
+    # The added and rewritten files and the record: far less than the unchanged 50 kB.
+    assert 0 < int(status["LAST_OK_WRITTEN_BYTES"]) < 40000
+    assert int(status["LAST_OK_BYTES"]) == du(helper.backing / first)
+    # KEEP unset (2): current and one reverse delta, which holds the copy before.
+    assert sorted(name for name in os.listdir(helper.backing / ".persist-delta") if name.startswith("undo-")) == [
+        "undo-1"]
+
+
+@needs_root
+def test_a_restore_after_a_sync_cut_short_never_writes_the_backing(delta_helper):
+    """A sync killed after its commit point leaves current half-way; the restore at the next boot applies the commit
+    record to the RAM copy and leaves the backing as it is (it may be full); the next sync rolls it forward."""
+    helper = delta_helper
+    fill(helper.mount, {"a": "1", "b": "2", "d/c": "3"})
+    assert helper.run("sync").returncode == 0
+    (helper.mount / "a").write_text("one", encoding="utf-8")
+    (helper.mount / "b").unlink()
+    fill(helper.mount, {"d/new": "4", "e/f": "5"})
+    expected = tree(helper.mount)
+    killed = helper.run("sync", env={"PERSIST_DELTA_KILL_AT": "apply:2"})
+    assert killed.returncode != 0
+    assert (helper.backing / ".persist-delta" / "commit.json").exists()
+    assert tree(helper.backing / "current") != expected
+    # The next boot: an empty mount of another identity.
+    shutil.rmtree(helper.mount)
+    helper.mount.mkdir()
+    (helper.state / ("%s.restored" % TOKEN)).unlink()
+    backing, _problems = tree_digest(str(helper.backing))
+    result = helper.run("restore")
+    assert result.returncode == 0, result.stderr
+    assert tree(helper.mount) == expected
+    assert tree_digest(str(helper.backing))[0] == backing
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    assert not (helper.backing / ".persist-delta" / "commit.json").exists()
+    assert tree(helper.backing / "current") == expected

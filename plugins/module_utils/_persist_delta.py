@@ -1,41 +1,54 @@
+# -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Prototype (issue 35): a persist sync that writes only what changed, staged and rolled forward.
+"""The persist helper's copy (issue 35): a sync that writes only what changed, staged and rolled forward.
 
-Why not a new hard-linked tree per sync (the helper's rsync --link-dest): at 50,000 files the link() of every
-unchanged file dirties its inode, and ext4 writes those inode table blocks twice (journal, then home): about 33 MB
-of metadata for 16.7 MB of changed data, over 3% of a 1.09 GiB tree. Here a sync touches only the changed entries:
-`current` is updated in place, by rename(2), under a commit record.
+Installed on the host beside the persist helper (roles/mount/files/persist.sh runs it with python3 for every sync
+after the first, and for a restore while a sync is half-way); the executor imports it to roll a backing forward
+before it reads current. It needs only Python's standard library: no rsync.
 
-Layout of BACKING (current may stay the helper's link to a snap-STAMP directory: it is adopted as it is):
+Why not a new hard-linked tree per sync (rsync --link-dest, the helper's copy before): at 50,000 files the link()
+of every unchanged file dirties its inode, and ext4 writes those inode table blocks twice (journal, then home):
+about 33 MB of metadata for 16.7 MB of changed data, over 3% of a 1.09 GiB tree. Here a sync touches only the
+changed entries: `current` is updated in place, by rename(2), under a commit record.
+
+Layout of BACKING (current stays the helper's link to the snap-STAMP directory of its first copy):
 
   current                  the newest complete copy, once no commit record is pending
   .persist-delta/stage/N   the new or changed entry of operation N (a whole subtree for a new directory), copied
                            for the sync under way, then moved into current; flat, so that a sync makes no
-                           directories beyond the ones the mount gained (a mirrored stage cost 2 of each touched)
+                           directories beyond the ones the mount gained
   .persist-delta/commit.json
                            the commit record: every operation of the sync with absolute values; while it exists,
                            current may be half-way and only rolling forward gives a snapshot
   .persist-delta/gen-N.json
                            the record of generation N once applied (the commit record renamed): its operations,
-                           the old attributes it replaced and the digest of the tree it made
+                           the old attributes it replaced, the digest of the tree it made and the copy it changed
   .persist-delta/undo-N/   the entries generation N replaced or removed, moved aside by rename (a reverse delta:
-                           current less undo N..M is generation M-1); keep K keeps the newest K-1 of them
+                           current less undo N..M is generation M-1); KEEP copies are current and the newest
+                           KEEP-1 reverse deltas
 
-A sync: (1) walk MOUNT and current, plan (put: a new or changed entry, a whole subtree for a new directory;
-del: an entry gone, a whole subtree in one rename; attrs: an attribute-only change, or a directory whose entries
-changed); (2) copy the put entries into the stage (Copier: what rsync -aHAX --sparse keeps) and write the record
-beside it as commit.json.tmp; (3) syncfs; (4) rename it to commit.json and fsync the directory: the commit point;
-(5) apply: each put moves the old entry to undo-N and the staged one in, each del moves the old entry to undo-N,
-each attrs sets absolute values; every step can be done again after a kill (a rename whose source is gone is
-done); (6) syncfs, remove the stage, rename the record to gen-N.json, remove what is beyond KEEP. A kill before
-(4) leaves current untouched (the stage is thrown away by the next run); a kill after it is rolled forward by the
-next sync, restore or verify, before anything reads current. So the backing always gives exactly one complete
-snapshot: the old one or the new one, and `verify` proves which (current's digest against the record's).
+A sync: (1) walk MOUNT (less the --exclude patterns) and current, plan (put: a new or changed entry, a whole
+subtree for a new directory; del: an entry gone, a whole subtree in one rename; attrs: an attribute-only change, or
+a directory whose entries changed); (2) copy the put entries into the stage (Copier: what rsync -aHAX --sparse
+keeps) and write the record beside it as commit.json.tmp; (3) syncfs; (4) rename it to commit.json and fsync the
+directory: the commit point; (5) apply: each put moves the old entry to undo-N and the staged one in, each del moves
+the old entry to undo-N, each attrs sets absolute values; every step can be done again after a kill (a rename whose
+source is gone is done); (6) syncfs, remove the stage, rename the record to gen-N.json, remove what is beyond KEEP.
+A kill before (4) leaves current untouched (the stage is thrown away by the next sync); a kill after it is rolled
+forward by the next sync or by the executor before it reads current. A restore never writes the backing (a full
+disk must not keep the data from the mount at boot): it copies current and applies a pending record to its copy.
 
-  persist_delta.py sync MOUNT BACKING [--keep K]   prints a JSON line: generation, counts, bytes written
-  persist_delta.py restore BACKING DEST [--back N] rolls forward, then copies current (or N generations back) to DEST
-  persist_delta.py verify BACKING                   rolls forward, then checks current against the last record
-  persist_delta.py rollback BACKING                 makes the previous generation current again (bench, tests)
+  persist-delta.py sync MOUNT BACKING [--keep K] [--exclude PATTERN]...
+                                                 prints a JSON line: generation, counts, bytes written
+  persist-delta.py restore BACKING DEST [--back N]
+                                                 copies current (or N generations back) into the empty DEST
+  persist-delta.py verify BACKING                rolls forward, then checks current against the last record
+  persist-delta.py rollback BACKING              makes the previous generation current again (bench, tests)
+
+--exclude takes rsync's patterns, relative to the mount's root: a leading / anchors it there, a trailing / matches
+directories only, * and ? match within one name, ** across names; a pattern with a / is matched against the end of
+the path (journal/*/system.journal), one without against the name. An excluded entry is not copied, and a copy of it
+that current holds goes, as from an rsync into a new directory.
 
 PERSIST_DELTA_KILL_AT=STEP kills the process with SIGKILL at STEP (planned, staged, synced, committed, apply:N,
 applied, recorded, pruned; rollback:N): the tests' kill points (PERSIST_DELTA_KILL_SIGNAL=SIGSTOP stops it there).
@@ -50,6 +63,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -115,10 +129,54 @@ def entry_meta(path, st):
     }
 
 
-def walk(root):
+def _pattern_regex(body):
+    """rsync's wildcards: ** across names, * and ? within one, [...] as they are."""
+    out, i = [], 0
+    while i < len(body):
+        char = body[i]
+        if body.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = body.find("]", i + 2 if body[i + 1:i + 2] in ("!", "]") else i + 1)
+            if end < 0:
+                out.append(re.escape(char))
+            else:
+                inner = body[i + 1:end]
+                out.append("[" + ("^" + inner[1:] if inner.startswith("!") else inner).replace("\\", "\\\\") + "]")
+                i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def exclude_matcher(patterns):
+    """A function (relative path, is a directory) -> excluded, of rsync-style --exclude PATTERNS (see above)."""
+    compiled = []
+    for pattern in patterns or ():
+        dirs_only = pattern.endswith("/")
+        body = pattern.strip("/") if dirs_only else pattern.lstrip("/")
+        if not body:
+            raise SyncError("--exclude '%s' names nothing" % pattern)
+        start = "^" if pattern.startswith("/") else "(?:^|.*/)"
+        compiled.append((re.compile(start + _pattern_regex(body) + "$", re.DOTALL), dirs_only))
+
+    def excluded(rel, is_dir):
+        return any((is_dir or not dirs_only) and regex.match(rel) for regex, dirs_only in compiled)
+    return excluded
+
+
+def walk(root, excluded=None):
     """{relative path ('' for the root): meta} of a tree, plus {path: (inode, links)} of its regular files.
 
-    Stays on ROOT's file system and never follows symbolic links, like the copy."""
+    Stays on ROOT's file system and never follows symbolic links, like the copy; EXCLUDED(rel, is_dir) leaves an
+    entry out (a directory with all it holds)."""
     tree = {}
     inodes = {}
     root_st = os.lstat(root)
@@ -135,6 +193,8 @@ def walk(root):
             os.close(fd)
         for name, st in children:
             child = rel + "/" + name if rel else name
+            if excluded is not None and excluded(child, stat.S_ISDIR(st.st_mode)):
+                continue
             if st.st_dev != root_st.st_dev:
                 raise SyncError("%s is another file system's mount point: not copied" % os.path.join(root, child))
             tree[child] = entry_meta(os.path.join(root, child), st)
@@ -412,10 +472,32 @@ class Backing:
         return os.path.realpath(os.path.join(self.root, "current"))
 
     def lock(self):
-        """One sync, restore or verify of a backing at a time."""
+        """One sync, roll-forward or verify of a backing at a time."""
         os.makedirs(self.state, mode=0o700, exist_ok=True)
         self._lock = open(os.path.join(self.state, "lock"), "a")  # pylint: disable=consider-using-with
         fcntl.flock(self._lock, fcntl.LOCK_EX)
+
+    def unlock(self):
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def lock_to_read(self):
+        """A reader's lock, which writes nothing: shared, on the lock file if a sync ever made one."""
+        try:
+            self._lock = open(os.path.join(self.state, "lock"), "r")  # pylint: disable=consider-using-with
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                raise
+            return
+        fcntl.flock(self._lock, fcntl.LOCK_SH)
+
+    def pending(self):
+        """('commit' or 'rollback', its record) of a run that was cut short after its commit point, or None."""
+        for kind, path in (("commit", self.commit), ("rollback", self.rollback_record)):
+            if os.path.exists(path):
+                return kind, self.read(path)
+        return None
 
     def undo(self, gen):
         return os.path.join(self.state, "undo-%d" % gen)
@@ -495,6 +577,17 @@ class Backing:
             if name.startswith("undo-") and name[5:].isdigit() and int(name[5:]) not in self.generations():
                 _remove(os.path.join(self.state, name))
 
+    def reverse_deltas(self):
+        """How many older generations the backing keeps besides current."""
+        return len([gen for gen in self.generations() if os.path.isdir(self.undo(gen))])
+
+    def forget(self):
+        """The records and reverse deltas go (current is kept): they describe a copy that is not current."""
+        for name in os.listdir(self.state):
+            if name.startswith("undo-") or (name.startswith("gen-") and name.endswith(".json")):
+                _remove(os.path.join(self.state, name))
+        _fsync_dir(self.state)
+
     def finish_rollback(self, record):
         _remove(self.undo(record["gen"]))
         _remove(self.record_path(record["gen"]))
@@ -565,7 +658,7 @@ def _own_write_bytes():
     return int(values["write_bytes"])
 
 
-def stage_and_record(backing, mount, ops, staged, src, src_inodes, gen, keep):
+def stage_and_record(backing, mount, ops, staged, src, src_inodes, gen, keep, base):
     """The put entries copied into the stage, and the record written beside it (not yet flushed, not yet the
     commit record). Returns (the blocks copied, the record's bytes). SRC becomes what current will hold."""
     staged_bytes = 0
@@ -584,7 +677,8 @@ def stage_and_record(backing, mount, ops, staged, src, src_inodes, gen, keep):
         src.update(metas)
     # Hard links as the walk saw them, of the entries current will hold (one gone since the walk is in no group).
     groups = link_groups(dict((rel, inode) for rel, inode in src_inodes.items() if rel in src))
-    record = {"gen": gen, "keep": keep, "ops": ops, "digest": tree_digest(src, groups), "made": time.time()}
+    record = {"gen": gen, "keep": keep, "ops": ops, "digest": tree_digest(src, groups), "made": time.time(),
+              "base": base}
     data = json.dumps(record).encode("utf-8", "surrogateescape")
     # Flushed with the stage by one syncfs (one journal commit, not two); it becomes the commit record by a rename,
     # made durable by fsync of its directory: the commit point.
@@ -593,7 +687,7 @@ def stage_and_record(backing, mount, ops, staged, src, src_inodes, gen, keep):
     return staged_bytes, data
 
 
-def sync(mount, backing_dir, keep=2):
+def sync(mount, backing_dir, keep=2, excludes=()):
     """One sync of MOUNT into BACKING; returns its report. A SyncError leaves current the last good copy."""
     started, own = time.monotonic(), _own_write_bytes()
     backing = Backing(backing_dir)
@@ -603,13 +697,20 @@ def sync(mount, backing_dir, keep=2):
         raise SyncError("%s has no current copy: the first copy is the helper's (persist.sh sync)" % backing_dir)
     cur = backing.current()
     marks = [("start", time.monotonic())]
-    src, src_inodes = walk(mount)
+    src, src_inodes = walk(mount, exclude_matcher(excludes))
     before, cur_inodes = walk(cur)
     # current against the digest its record made: a change by hand (or a broken disk) is said, then synced over.
     head = backing.head()
     warning = ""
-    if head and backing.read(backing.record_path(head))["digest"] != tree_digest(before, link_groups(cur_inodes)):
+    base = os.path.basename(cur)
+    if head and backing.read(backing.record_path(head)).get("base") != base:
+        # current is another copy than the one the records describe (a sync without this helper made it): their
+        # reverse deltas do not apply to it.
+        backing.forget()
+        warning = "current is %s, not the copy generation %d changed: its older generations are dropped" % (base, head)
+    elif head and backing.read(backing.record_path(head))["digest"] != tree_digest(before, link_groups(cur_inodes)):
         warning = "current differs from what generation %d recorded: changed outside persist" % head
+    head = backing.head()
     ops, staged = plan(src, src_inodes, before, cur_inodes)
     marks.append(("walk and plan", time.monotonic()))
     kill_point("planned")
@@ -617,10 +718,11 @@ def sync(mount, backing_dir, keep=2):
         # Nothing changed: no new generation, so no earlier snapshot is pruned for an identical one.
         return {"result": "ok", "generation": head, "operations": {}, "staged_entries": 0, "staged_bytes": 0,
                 "record_bytes": 0, "written_bytes": 0, "process_write_bytes": _own_write_bytes() - own,
-                "seconds": round(time.monotonic() - started, 3), "recovered": recovered, "warning": warning}
+                "seconds": round(time.monotonic() - started, 3), "recovered": recovered, "warning": warning,
+                "reverse_deltas": backing.reverse_deltas()}
     gen = head + 1
     try:
-        staged_bytes, data = stage_and_record(backing, mount, ops, staged, src, src_inodes, gen, keep)
+        staged_bytes, data = stage_and_record(backing, mount, ops, staged, src, src_inodes, gen, keep, base)
     except OSError as exc:
         # Before the commit point: current was not touched; what this sync wrote goes.
         _remove(backing.stage)
@@ -647,8 +749,8 @@ def sync(mount, backing_dir, keep=2):
         marks.append(("apply", time.monotonic()))
         backing.finalize(record)
     except OSError as exc:
-        raise SyncError("applying generation %d failed: %s; it is committed, and the next sync, restore or verify "
-                        "finishes it" % (gen, exc)) from exc
+        raise SyncError("applying generation %d failed: %s; it is committed: the next sync finishes it, and a "
+                        "restore meanwhile applies it to its copy" % (gen, exc)) from exc
     marks.append(("syncfs, record, prune", time.monotonic()))
     counts = {}
     for op in ops:
@@ -657,38 +759,95 @@ def sync(mount, backing_dir, keep=2):
             "staged_bytes": staged_bytes, "record_bytes": len(data), "written_bytes": staged_bytes + len(data),
             "process_write_bytes": _own_write_bytes() - own, "seconds": round(time.monotonic() - started, 3),
             "steps": dict((name, round(end - begin, 3)) for (_name, begin), (name, end) in zip(marks, marks[1:])),
-            "recovered": recovered, "warning": warning}
+            "recovered": recovered, "warning": warning, "reverse_deltas": backing.reverse_deltas()}
+
+
+def _apply_to_copy(backing, record, dest):
+    """DEST, a copy of a current that RECORD's apply may have changed in part, made what the apply makes: the
+    entries still in the stage copied in, the ones removed removed, the attributes set; the backing is only read."""
+    copier = Copier()
+    # A hard-link group that the kill split between current and the stage: the staged files are linked to the copies
+    # of the ones already moved into current (which have their inode: nothing else in current does).
+    for dirpath, _dirnames, filenames in os.walk(backing.current()):
+        for name in filenames:
+            st = os.lstat(os.path.join(dirpath, name))
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                rel = os.path.relpath(os.path.join(dirpath, name), backing.current())
+                copier.linked.setdefault((st.st_dev, st.st_ino), os.path.join(dest, rel))
+    for number, op in enumerate(record["ops"]):
+        rel = op["path"]
+        target = os.path.join(dest, rel) if rel else dest
+        if op["op"] == "put":
+            staged = os.path.join(backing.stage, str(number))
+            if os.path.lexists(staged):
+                _remove(target)
+                copier.copy_tree(staged, target, rel, {})
+        elif op["op"] == "del":
+            _remove(target)
+        else:
+            set_attrs(target, op["new"])
+
+
+def _revert_copy(record, undo, dest):
+    """DEST, a copy of the generation RECORD made, made the one before it from UNDO (its reverse delta), which is
+    copied, not moved: the backing is only read."""
+    # The moved-aside entries come back through one copier (which keeps the links among them) into a scratch
+    # directory on DEST's file system, then each is renamed into place, newest operation first.
+    scratch = os.path.join(dest, ".persist-delta-restore")
+    root_times = os.lstat(dest)
+    os.mkdir(scratch, 0o700)
+    copier = Copier()
+    for name in os.listdir(undo):
+        copier.copy_tree(os.path.join(undo, name), os.path.join(scratch, name), name, {})
+    revert_entries(record, dest, scratch)
+    os.rmdir(scratch)
+    # The scratch directory came and went in DEST's root: its mtime back (a record's attrs of it follow).
+    os.utime(dest, ns=(root_times.st_atime_ns, root_times.st_mtime_ns))
+    revert_attrs(record, dest)
 
 
 def restore(backing_dir, dest, back=0):
-    """Roll forward, then copy current, or the generation BACK before it, into the empty directory DEST."""
+    """Current, or the generation BACK before it, into the empty directory DEST, without writing the backing: a
+    sync cut short after its commit point is applied to the copy (the next sync rolls the backing forward)."""
     backing = Backing(backing_dir)
-    backing.lock()
-    backing.recover()
+    backing.lock_to_read()
+    pending = backing.pending()
+    if back and pending:
+        raise SyncError("%s holds a %s cut short: run a sync first (persist sync TOKEN), then restore %d back"
+                        % (backing_dir, pending[0], back))
     head = backing.head()
+    if back and head and backing.read(backing.record_path(head)).get("base") != os.path.basename(backing.current()):
+        raise SyncError("%s: current is not the copy its generations changed (a sync without persist-delta.py made "
+                        "it): no older generation to restore" % backing_dir)
     wanted = list(range(head, head - back, -1))
     missing = [gen for gen in wanted if not os.path.isdir(backing.undo(gen))]
     if back and (missing or head - back < 0):
         raise SyncError("%s keeps no reverse delta of generation(s) %s: cannot restore %d back"
                         % (backing_dir, missing or [head - back], back))
     subprocess.run(["cp", "-a", "--no-target-directory", backing.current() + "/.", dest], check=True)
+    if pending and pending[0] == "commit":
+        _apply_to_copy(backing, pending[1], dest)
+        return {"result": "ok", "generation": pending[1]["gen"], "pending": "commit"}
+    if pending:
+        # A rollback cut short: the entries it moved back are in current, the others still in its reverse delta.
+        _revert_copy(pending[1], backing.undo(pending[1]["gen"]), dest)
+        return {"result": "ok", "generation": pending[1]["gen"] - 1, "pending": "rollback"}
     for gen in wanted:
-        record = backing.read(backing.record_path(gen))
-        undo = backing.undo(gen)
-        # The moved-aside entries come back through one copier (which keeps the links among them) into a scratch
-        # directory on DEST's file system, then each is renamed into place, newest operation first.
-        scratch = os.path.join(dest, ".persist-delta-restore")
-        root_times = os.lstat(dest)
-        os.mkdir(scratch, 0o700)
-        copier = Copier()
-        for name in os.listdir(undo):
-            copier.copy_tree(os.path.join(undo, name), os.path.join(scratch, name), name, {})
-        revert_entries(record, dest, scratch)
-        os.rmdir(scratch)
-        # The scratch directory came and went in DEST's root: its mtime back (a record's attrs of it follow).
-        os.utime(dest, ns=(root_times.st_atime_ns, root_times.st_mtime_ns))
-        revert_attrs(record, dest)
+        _revert_copy(backing.read(backing.record_path(gen)), backing.undo(gen), dest)
     return {"result": "ok", "generation": head - back}
+
+
+def roll_forward(backing_dir):
+    """Finish a sync (or rollback) of BACKING_DIR cut short after its commit point, before current is read as a
+    copy; what it did, or '' when nothing was pending."""
+    backing = Backing(backing_dir)
+    if not os.path.isdir(backing.state):
+        return ""
+    backing.lock()
+    try:
+        return backing.recover()
+    finally:
+        backing.unlock()
 
 
 def verify(backing_dir):
@@ -727,6 +886,7 @@ def main(argv=None):
     one.add_argument("mount")
     one.add_argument("backing")
     one.add_argument("--keep", type=int, default=2)
+    one.add_argument("--exclude", action="append", default=[], metavar="PATTERN")
     one = sub.add_parser("restore")
     one.add_argument("backing")
     one.add_argument("dest")
@@ -738,7 +898,7 @@ def main(argv=None):
         if args.command == "sync":
             if args.keep < 1:
                 raise SyncError("--keep %d: keep at least 1 (current)" % args.keep)
-            report = sync(args.mount, args.backing, args.keep)
+            report = sync(args.mount, args.backing, args.keep, args.exclude)
         elif args.command == "restore":
             report = restore(args.backing, args.dest, args.back)
         elif args.command == "verify":
