@@ -177,9 +177,10 @@ bench-metrics: setup
 # One persist sync of a 1.09 GiB, 50,000-file tree with 1% of it changed, on this machine as root (the tree on a tmpfs
 # in a private mount namespace, the backing on an ext4 in a file under /var/tmp attached as a loop device; all removed
 # again): bytes written to the disk and time, for the full copy (cp -a, as before), the incremental one (rsync
-# --link-dest) and rsync run by hand, beside the targets (at most 3% of the tree written; at most 1.2x rsync by
-# hand's time); and issue 35's prototype, the staged roll-forward sync (scripts/bench/persist_delta.py), with its
-# next sync, then how the bytes written scale with the number of files (the same bytes in 10,000). About 3 minutes.
+# --link-dest, the design before), rsync run by hand, and the helper as it is (its copy, persist-delta.py: the staged
+# roll-forward sync of issue 35) with its next sync, beside the targets (at most 3% of the tree written; at most 1.2x
+# rsync by hand's time); then how the bytes written scale with the number of files (the same bytes in 10,000). About
+# 3 minutes.
 bench-persist: setup
 	$(BIN)/python scripts/bench/persist.py
 

@@ -906,11 +906,11 @@ def main(argv=None):
         else:
             report = rollback(args.backing)
     except (SyncError, OSError, subprocess.CalledProcessError) as exc:
-        print(json.dumps({"result": "failed", "error": str(exc)}))
+        sys.stdout.write(json.dumps({"result": "failed", "error": str(exc)}) + "\n")
         return 1
-    print(json.dumps(report))
+    sys.stdout.write(json.dumps(report) + "\n")
     return 0 if report["result"] in ("ok", "unknown") else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -77,7 +77,7 @@ def run(argv, **kwargs):
     return subprocess.run(argv, check=True, **kwargs)
 
 
-def helper_copy(work, name="persist", delta=True):
+def helper_copy(work, file_name="persist", delta=True):
     """The helper with its host paths in WORK, as the unit tests point it at theirs; its copy (persist-delta.py, the
     collection's _persist_delta.py) installed with DELTA, else absent (the helper as it was before it)."""
     with open(HELPER, encoding="utf-8") as handle:
@@ -90,7 +90,7 @@ def helper_copy(work, name="persist", delta=True):
         if count != 1:
             sys.exit("bench-persist: the helper no longer sets %s on a line of its own" % name)
     os.makedirs(places["conf_dir"], exist_ok=True)
-    path = os.path.join(work, name)
+    path = os.path.join(work, file_name)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(script)
     os.chmod(path, 0o755)
@@ -439,7 +439,7 @@ def main():
         print("scaling: the same bytes, 1% of the files changed, bytes written to the device by (c) --link-dest "
               "and by (d)")
         print("%8s %10s %12s %8s %18s %12s %8s" % ("files", "new data", "(c) disk", "share", "(c) less new data",
-                                                  "(d) disk", "share"))
+                                                   "(d) disk", "share"))
         for count, tree, new_bytes, c_row, d_row in (
                 (len(scaled_files), scaled_tree, scaled_change["bytes"], scaled["c"], scaled["d"]),
                 (len(files), tree_bytes, change["bytes"], rows["c"], rows["d"])):

@@ -88,7 +88,8 @@ def build_old(src):
 
 def change(src):
     """One sync's worth of every edge case: content, type, links, deletions, attributes only."""
-    path = lambda rel: os.path.join(src, rel)  # noqa: E731
+    def path(rel):
+        return os.path.join(src, rel)
     write(path("content/a"), os.urandom(5000))
     write(path("content/new"), b"new file")
     write(path("newtree/x/y/z"), b"deep new")
@@ -230,9 +231,12 @@ def test_every_edge_case_synced_and_the_previous_snapshot_kept(setup):
     inodes = files_inodes(cur)
     report = setup.sync()
     assert report["generation"] == 2 and report["warning"] == ""
+
+    def groups(tree, rel):
+        return [group for group in tree[1] if rel in group]
+
     # Only what changed was copied: every file whose content and links are the same keeps its inode, an attribute-only
     # change included (set in place); every other one is a new copy.
-    groups = lambda tree, rel: [group for group in tree[1] if rel in group]  # noqa: E731
     kept = sorted(rel for rel in inodes if rel in new[0] and new[0][rel]["sha256"] == old[0][rel]["sha256"]
                   and new[0][rel]["mtime_ns"] == old[0][rel]["mtime_ns"] and groups(old, rel) == groups(new, rel))
     assert kept and "same/f5" in kept and "same/f4" in kept
