@@ -172,7 +172,8 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         source, source_problems = tree_digest(args["src"])
         copy, copy_problems = tree_digest(args["dest"])
         mismatches = source_problems + copy_problems + compare_trees(source, copy, "disk directory", "RAM copy",
-                                                                     b_fs_root=True)
+                                                                     b_fs_root=True,
+                                                                     dropped_xattrs=args.get("dropped_xattrs") or ())
         if mismatches:
             raise StepError("the copy of %s differs from the directory on disk in %d ways: %s"
                             % (args["path"], len(mismatches), " ".join(mismatches[:MAX_LISTED])))
@@ -492,7 +493,8 @@ def _build_mount(item, systemd, middle=()):
         stage_i = len(steps)
         steps.append({"step": "mount", "args": {"path": stage, "src": item["src"], "fstype": item["fstype"],
                                                 "options": _fill_options(item["options"]), "below": None}})
-        steps.append({"step": "copy", "args": {"path": path, "src": lower, "dest": stage}})
+        steps.append({"step": "copy", "args": {"path": path, "src": lower, "dest": stage,
+                                               "dropped_xattrs": item.get("dropped_xattrs") or []}})
         steps.append({"step": "release", "args": {"path": lower}})
         steps.append({"step": "root", "args": dict(root, path=stage)})
         pivot = len(steps)

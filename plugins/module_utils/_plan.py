@@ -33,6 +33,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_steps
 from ansible_collections.ramdisk.provision.plugins.module_utils import _tmpfs_options
+from ansible_collections.ramdisk.provision.plugins.module_utils._tree import DROPPABLE_XATTRS
 
 # Directories a RAM mount must never go over: (path, whether everything under it is refused too, what it holds).
 # Hidden, the host loses what it runs from; copied in (migrate), what is written there later is gone at the next
@@ -823,6 +824,7 @@ def _decide(entry, facts, host, var_name, errors):
         elif entry["migrate"]:
             entry["action"] = "migrate"
             _check_migration_fits(entry, path_facts, host, where, errors)
+            _check_migration_xattrs(entry, path_facts, facts.get("support") or {}, host, where, errors)
         else:
             errors.append("Host %s: %s.path is '%s': the directory is not empty (%s in %s entries), and mounting "
                           "over it would hide that data. Set %s.migrate: true to copy it into the new tmpfs, or "
@@ -842,6 +844,7 @@ def _decide(entry, facts, host, var_name, errors):
         entry["action"] = "migrate"
         entry["refill"] = True
         _check_migration_fits(entry, below, host, where, errors)
+        _check_migration_xattrs(entry, below, facts.get("support") or {}, host, where, errors)
         return
 
     live_options = live.get("options") or []
@@ -946,6 +949,33 @@ def _check_migration_fits(entry, path_facts, host, where, errors):
                           "%d more)" % (format_size(xattr_bytes), needed - inodes) if needed > inodes else "",
                           where, needed))
         entry["action"] = "refuse"
+
+
+def _check_migration_xattrs(entry, path_facts, support, host, where, errors):
+    """The copy must keep every extended attribute, or verifying it fails after the mount was made: user.* ones need
+    tmpfs of Linux 6.6 or later, and ramfs keeps none. Those of DROPPABLE_XATTRS are left out with a warning (the
+    copy step is told), any other refuses the entry before anything changes."""
+    found = path_facts.get("user_xattrs") or {}
+    if not found or (entry["fstype"] == "tmpfs" and support.get("tmpfs_user_xattrs", True)):
+        return
+    why = ("ramfs holds no extended attributes" if entry["fstype"] == "ramfs" else
+           "tmpfs on Linux %s holds no user.* extended attributes (they need Linux 6.6 or later)"
+           % support.get("kernel", "(unknown)"))
+    kept = dict((name, found[name]) for name in found if name not in DROPPABLE_XATTRS)
+    if kept:
+        errors.append("Host %s: %s.path is '%s': %s, and the data there has %s: the copy into RAM would lose %s. "
+                      "Remove %s (setfattr -x NAME FILE), set %s.migrate: false and empty the directory, or use a "
+                      "kernel of 6.6 or later." % (
+                          host, where, entry["path"], why,
+                          ", ".join("%s (on %d entries, '%s' first)" % (name, count, rel)
+                                    for name, (count, rel) in sorted(kept.items())[:5]),
+                          "them" if len(kept) > 1 else "it", "them" if len(kept) > 1 else "it", where))
+        entry["action"] = "refuse"
+        return
+    entry["dropped_xattrs"] = sorted(found)
+    entry["warnings"].append("%s: the copy into RAM leaves out %s, as %s" % (
+        entry["path"], "; ".join("%s on %d entries (%s)" % (name, count, DROPPABLE_XATTRS[name])
+                                 for name, (count, _rel) in sorted(found.items())), why))
 
 
 def inodes_needed(path_facts):

@@ -354,6 +354,36 @@ def test_migration_fits_with_its_extended_attributes():
     assert result["errors"] == [] and result["mounts"][0]["action"] == "migrate"
 
 
+def _xattr_facts(user_xattrs, tmpfs_user_xattrs):
+    return dict(FACTS, support=dict(FACTS["support"], tmpfs_user_xattrs=tmpfs_user_xattrs, kernel="6.1.0"),
+                paths=dict(FACTS["paths"], **{"/var/tmp": dict(FACTS["paths"]["/var/tmp"], user_xattrs=user_xattrs)}))
+
+
+def test_migration_refused_when_tmpfs_cannot_hold_user_xattrs():
+    # Linux 6.1's tmpfs keeps no user.* attribute: a copy would drop it, so the entry is refused before any change.
+    facts = _xattr_facts({"user.mime_type": [2, "a.txt"], "user.crtime_usec": [1, "j.journal"]}, False)
+    result = plan([ok_entry(path="/var/tmp", migrate=True)], facts)
+    assert result["mounts"][0]["action"] == "refuse"
+    (error,) = result["errors"]
+    assert error.startswith("Host web01: tmpfs_mounts[0].path is '/var/tmp': tmpfs on Linux 6.1.0 holds no user.* "
+                            "extended attributes (they need Linux 6.6 or later), and the data there has user.mime_type "
+                            "(on 2 entries, 'a.txt' first): the copy into RAM would lose it.")
+
+
+def test_migration_leaves_out_journald_crtime_with_a_warning():
+    facts = _xattr_facts({"user.crtime_usec": [3, "journal/m/system.journal"]}, False)
+    result = plan([ok_entry(path="/var/tmp", migrate=True)], facts)
+    (entry,) = result["mounts"]
+    assert result["errors"] == [] and entry["action"] == "migrate"
+    assert entry["dropped_xattrs"] == ["user.crtime_usec"]
+    assert any("the copy into RAM leaves out user.crtime_usec on 3 entries" in warning for warning in entry["warnings"])
+
+
+def test_migration_keeps_user_xattrs_where_tmpfs_holds_them():
+    result = plan([ok_entry(path="/var/tmp", migrate=True)], _xattr_facts({"user.mime_type": [2, "a.txt"]}, True))
+    assert result["errors"] == [] and "dropped_xattrs" not in result["mounts"][0]
+
+
 RAMFS_FACTS = dict(FACTS, mounts=FACTS["mounts"] + [
     _live("/srv/ramfs", 0, used_bytes=3 * GIB, fstype="ramfs", options=["nosuid"]),
 ])
