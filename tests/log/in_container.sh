@@ -1,0 +1,105 @@
+#!/bin/sh
+# The container's side of the log purpose's real test (scripts/test/log_purpose.sh), run as root in a systemd
+# container where tests/log/apply.yml put /var/log on tmpfs, kept in /var/lib/ramdisk-backing/log.
+#
+#   in_container.sh writer start|stop   numbered lines (n=1, n=2, ...) logged with logger -t logtest by a transient
+#                                        unit; /var/lib/logtest.n (on disk: the numbers go on across boots) holds
+#                                        the last number logger returned from
+#   in_container.sh sync K               the last number logged, then a sync as the timer starts it, then what the
+#                                        backing's new copy holds: one line "sync K ..." of figures, or a failure
+#   in_container.sh rotate-cost N        N rounds of journalctl --sync and --rotate (what a sync adds), timed
+#   in_container.sh logrotate            logrotate -f on a log file in the mount, then Debian's whole configuration
+#   in_container.sh boot-check MIN       after a boot: the lines up to MIN in the journal, journalctl --verify, and
+#                                        the restore ordered before journald's flush and systemd-tmpfiles
+# Exits 1 with "FAIL: ..." on stderr when a property does not hold.
+set -eu
+export LC_ALL=C
+BACKING=/var/lib/ramdisk-backing/log
+CONF=$(ls /etc/ramdisk-provision/persist/*.conf)
+TOKEN=$(basename "$CONF" .conf)
+MID=$(cat /etc/machine-id)
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# How many of the numbers 1..$2 the journal files of directory $1 lack (0: all there).
+missing() {
+  journalctl --directory="$1" -t logtest -o cat 2>/dev/null | sed -n 's/^n=//p' \
+    | awk -v max="$2" '{ seen[$1] = 1 } END { m = 0; for (i = 1; i <= max; i++) if (!(i in seen)) m++; print m }'
+}
+
+case $1 in
+  writer)
+    if [ "$2" = start ]; then
+      rm -f /run/logtest.stop
+      # shellcheck disable=SC2016  # expanded by the writer's own shell
+      systemd-run --quiet --unit=logtest-writer sh -c '
+        i=$(cat /var/lib/logtest.n 2>/dev/null || echo 0)
+        while [ ! -e /run/logtest.stop ]; do
+          i=$((i + 1)); logger -t logtest "n=$i"; echo "$i" >/var/lib/logtest.n.new; mv /var/lib/logtest.n.new /var/lib/logtest.n
+        done'
+      sleep 1
+    else
+      : >/run/logtest.stop
+      while systemctl is-active --quiet logtest-writer; do sleep 0.1; done
+      # journald has written every line it was sent.
+      journalctl --sync
+      cat /var/lib/logtest.n
+    fi
+    ;;
+  sync)
+    logged=$(cat /var/lib/logtest.n)
+    started=$(now_ms)
+    # The test syncs faster than systemd's start limit (5 starts in 10 s) allows; the timer never comes near it.
+    systemctl reset-failed "ramdisk-persist-sync-$TOKEN.service"
+    systemctl start "ramdisk-persist-sync-$TOKEN.service" || fail "sync $2: the sync service failed"
+    took=$(($(now_ms) - started))
+    copy=$BACKING/$(readlink "$BACKING/current")
+    journal=$copy/journal/$MID
+    verify=$(journalctl --verify --directory="$journal" 2>&1) || fail "sync $2: journalctl --verify of $journal: $verify"
+    lacks=$(missing "$journal" "$logged")
+    [ "$lacks" -eq 0 ] || fail "sync $2: $journal lacks $lacks of the lines n=1..$logged logged before the sync"
+    active=$(find "$journal" -name '*.journal' ! -name '*@*' | wc -l)
+    [ "$active" -eq 0 ] || fail "sync $2: the copy holds $active active journal file(s) of a journald still writing"
+    echo "sync $2: $took ms, lines 1..$logged all in the copy, journal files in the mount" \
+      "$(find "/var/log/journal/$MID" -name '*.journal' | wc -l), in the copy $(find "$journal" -name '*.journal' | wc -l)," \
+      "written $(sed -n 's/^LAST_OK_WRITTEN_BYTES=//p' "/var/lib/ramdisk-provision/persist/$TOKEN.status") bytes," \
+      "newest archived file $(find "$journal" -name '*@*.journal' -printf '%T@ %k\n' | sort -n | tail -n1 | cut -d' ' -f2) KiB"
+    ;;
+  rotate-cost)
+    started=$(now_ms)
+    i=0
+    while [ "$i" -lt "$2" ]; do
+      journalctl --sync
+      journalctl --rotate
+      i=$((i + 1))
+    done
+    echo "rotate-cost: $(( ($(now_ms) - started) / $2 )) ms per journalctl --sync and --rotate ($2 rounds)"
+    ;;
+  logrotate)
+    printf '/var/log/logtest.log {\n  rotate 2\n  missingok\n  create 0640 root adm\n}\n' >/etc/logrotate.d/logtest
+    seq 1 1000 >/var/log/logtest.log
+    logrotate -f /etc/logrotate.d/logtest || fail "logrotate -f /etc/logrotate.d/logtest failed"
+    [ "$(wc -l </var/log/logtest.log.1)" -eq 1000 ] || fail "logrotate: /var/log/logtest.log.1 does not hold the 1000 lines"
+    { [ -f /var/log/logtest.log ] && [ ! -s /var/log/logtest.log ]; } || fail "logrotate: no new empty /var/log/logtest.log"
+    [ "$(stat -c %a:%U:%G /var/log/logtest.log)" = 640:root:adm ] || fail "logrotate: the new file is $(stat -c %a:%U:%G /var/log/logtest.log)"
+    logrotate -f /etc/logrotate.conf || fail "logrotate -f /etc/logrotate.conf (Debian's whole configuration) failed"
+    echo "logrotate: /var/log/logtest.log rotated to .1 and made again (0640 root:adm); logrotate -f /etc/logrotate.conf ok"
+    ;;
+  boot-check)
+    verify=$(journalctl --verify --directory="/var/log/journal/$MID" 2>&1) || fail "after the boot: journalctl --verify: $verify"
+    lacks=$(missing "/var/log/journal/$MID" "$2")
+    [ "$lacks" -eq 0 ] || fail "after the boot: the journal lacks $lacks of the lines n=1..$2"
+    restored=$(systemctl show -p ExecMainExitTimestampMonotonic --value "ramdisk-persist-$TOKEN.service")
+    for unit in systemd-journal-flush.service systemd-tmpfiles-setup.service; do
+      began=$(systemctl show -p ExecMainStartTimestampMonotonic --value "$unit")
+      { [ "$restored" -gt 0 ] && [ "$restored" -le "$began" ]; } \
+        || fail "after the boot: the restore ended at $restored us, $unit started at $began us"
+    done
+    echo "boot-check: lines 1..$2 all in the journal, journalctl --verify ok, restore ended before journald's flush" \
+      "and systemd-tmpfiles ($restored us <= their starts)"
+    ;;
+  *)
+    fail "usage: in_container.sh writer start|stop | sync K | rotate-cost N | logrotate | boot-check MIN"
+    ;;
+esac
