@@ -12,7 +12,10 @@
 #     the active journal file (journald had left the mount), the restore ended before journald's flush and
 #     systemd-tmpfiles; ramdisk-status shows the mount;
 #   - a power cut (docker kill, docker start): every line logged before the last completed sync is back, and
-#     journalctl --verify passes.
+#     journalctl --verify passes;
+#   - state absent: /var/log on disk again with every line but those the power cut took, journald writing there,
+#     no drop-in, no backing.
+# KEEP_CONTAINER=1 keeps the container of a failed run for a look inside.
 # The logrotate package (not in the lab image) is fetched once with apt-get download into .cache/debs.
 # Exits 1 when a property failed, 2 when the test itself could not run.
 set -euo pipefail
@@ -36,10 +39,16 @@ if [[ -z $deb ]]; then
   deb=$(find .cache/debs -name 'logrotate_*.deb' | sort | tail -n1)
 fi
 
+work=$(mktemp -d)
 # shellcheck disable=SC2317  # runs from the EXIT trap
 cleanup() {
   local rc=$?
-  docker rm -f "$name" >/dev/null 2>&1 || true
+  rm -rf "$work"
+  if [[ -n ${KEEP_CONTAINER:-} && $rc -ne 0 ]]; then
+    echo "test-log: $name kept (KEEP_CONTAINER): docker rm -f $name when done" >&2
+  else
+    docker rm -f "$name" >/dev/null 2>&1 || true
+  fi
   exit "$rc"
 }
 trap cleanup EXIT
@@ -56,8 +65,10 @@ booted() {
   die "$name did not finish booting: $(inside systemctl --failed --no-legend 2>&1 | head -n5)"
 }
 apply() {
-  ansible-playbook -i "$name," -e ansible_connection=community.docker.docker tests/log/apply.yml >"$1" 2>&1 \
-    || { tail -n 40 "$1"; fail "the ramdisk role failed (log above)"; }
+  local log=$1
+  shift
+  ansible-playbook -i "$name," -e ansible_connection=community.docker.docker "$@" tests/log/apply.yml >"$log" 2>&1 \
+    || { tail -n 40 "$log"; fail "the ramdisk role failed (log above)"; }
 }
 
 docker run -d --name "$name" --cap-add SYS_ADMIN --security-opt apparmor=unconfined --security-opt seccomp=unconfined \
@@ -68,8 +79,6 @@ booted
   || die "installing logrotate failed"
 docker cp tests/log/in_container.sh "$name:/usr/local/bin/logtest"
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"; cleanup' EXIT
 step=$SECONDS
 apply "$work/apply.log"
 echo "test-log: the role put /var/log on tmpfs ($((SECONDS - step)) s): $(inside findmnt -no FSTYPE,SIZE /var/log | xargs)"
@@ -112,4 +121,13 @@ docker kill "$name" >/dev/null
 docker start "$name" >/dev/null
 booted
 inside logtest boot-check "$synced" || fail "after a power cut"
+
+# state absent: the logs return to the directory on disk, journald with them (the lines the power cut took aside).
+since=$(($(inside cat /var/lib/logtest.n) + 1))
+inside logtest writer start
+logged=$(inside logtest writer stop)
+step=$SECONDS
+apply "$work/absent.log" -e ramdisk_state=absent
+echo "test-log: state absent took $((SECONDS - step)) s"
+inside logtest removed-check "$synced" "$since" "$logged" || fail "after state absent"
 echo "test-log: passed in $((SECONDS - started)) s"

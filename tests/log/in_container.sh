@@ -11,21 +11,25 @@
 #   in_container.sh logrotate            logrotate -f on a log file in the mount, then Debian's whole configuration
 #   in_container.sh boot-check MIN       after a boot: the lines up to MIN in the journal, journalctl --verify, and
 #                                        the restore ordered before journald's flush and systemd-tmpfiles
+#   in_container.sh removed-check MAX FROM TO   after state absent: /var/log on disk with the lines 1..MAX and
+#                                        FROM..TO, journald writing there, journalctl --verify, no drop-in and no
+#                                        backing
 # Exits 1 with "FAIL: ..." on stderr when a property does not hold.
 set -eu
 export LC_ALL=C
 BACKING=/var/lib/ramdisk-backing/log
-CONF=$(ls /etc/ramdisk-provision/persist/*.conf)
-TOKEN=$(basename "$CONF" .conf)
+# The persist record names the token (none once state absent removed it).
+TOKEN=$(find /etc/ramdisk-provision/persist -name '*.conf' -printf '%f\n' 2>/dev/null | sed 's/\.conf$//')
 MID=$(cat /etc/machine-id)
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# How many of the numbers 1..$2 the journal files of directory $1 lack (0: all there).
+# How many of the numbers $3..$2 (1..$2 without $3) the journal files of directory $1 lack (0: all there).
 missing() {
   journalctl --directory="$1" -t logtest -o cat 2>/dev/null | sed -n 's/^n=//p' \
-    | awk -v max="$2" '{ seen[$1] = 1 } END { m = 0; for (i = 1; i <= max; i++) if (!(i in seen)) m++; print m }'
+    | awk -v min="${3:-1}" -v max="$2" '{ seen[$1] = 1 }
+        END { m = 0; for (i = min; i <= max; i++) if (!(i in seen)) m++; print m }'
 }
 
 case $1 in
@@ -99,7 +103,23 @@ case $1 in
     echo "boot-check: lines 1..$2 all in the journal, journalctl --verify ok, restore ended before journald's flush" \
       "and systemd-tmpfiles ($restored us <= their starts)"
     ;;
+  removed-check)
+    ! mountpoint -q /var/log || fail "after state absent: /var/log is still a mount point"
+    ! ls /etc/systemd/journald.conf.d/ramdisk-provision-*.conf 2>/dev/null || fail "after state absent: the drop-in is left"
+    [ ! -e "$BACKING" ] || fail "after state absent: the backing $BACKING is left"
+    pid=$(systemctl show -p MainPID --value systemd-journald.service)
+    [ -n "$(find "/proc/$pid/fd" -lname "/var/log/journal/$MID/system.journal" -print -quit)" ] \
+      || fail "after state absent: journald does not write into /var/log/journal on disk"
+    verify=$(journalctl --verify --directory="/var/log/journal/$MID" 2>&1) || fail "after state absent: journalctl --verify: $verify"
+    # The lines logged between the last sync and the power cut are gone, as they should be.
+    lacks=$(missing "/var/log/journal/$MID" "$2")
+    [ "$lacks" -eq 0 ] || fail "after state absent: the journal on disk lacks $lacks of the lines n=1..$2"
+    lacks=$(missing "/var/log/journal/$MID" "$4" "$3")
+    [ "$lacks" -eq 0 ] || fail "after state absent: the journal on disk lacks $lacks of the lines n=$3..$4"
+    echo "removed-check: /var/log on disk again with lines 1..$2 and $3..$4, journalctl --verify ok, journald" \
+      "writing there, no drop-in, no backing"
+    ;;
   *)
-    fail "usage: in_container.sh writer start|stop | sync K | rotate-cost N | logrotate | boot-check MIN"
+    fail "usage: in_container.sh writer start|stop | sync K | rotate-cost N | logrotate | boot-check MIN | removed-check MAX FROM TO"
     ;;
 esac
