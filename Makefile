@@ -90,6 +90,12 @@ transaction-persist: setup
 test-log: setup
 	bash scripts/test/log_purpose.sh
 
+# The log mount's adoption killed just before journal writes around journald's steps (out of /var/log/journal, the
+# mount, the drop-in between its restarts, the first copy, back in), each then run again; about 5 minutes.
+.PHONY: test-log-kill
+test-log-kill: setup
+	bash scripts/test/log_purpose.sh --kill 3,5,11,20,42,44,46,48,60
+
 # ansible-test sanity on each supported ansible-core (requirements/sanity-core-*.txt), one venv each; 2.20 and
 # later on Debian 13's Python 3.13, in the controller container (scripts/test/controller.sh).
 sanity: setup

@@ -15,6 +15,8 @@
 #     journalctl --verify passes;
 #   - state absent: /var/log on disk again with every line but those the power cut took, journald writing there,
 #     no drop-in, no backing.
+# --kill N,N,... (make test-log-kill) runs, instead, the role's run killed just before those journal writes of
+# ramdisk_apply, each in a fresh container, then run again (about 35 s a point).
 # IMAGE=ramdisk-lab/debian:13 runs it on Debian 13 (systemd 257); KEEP_CONTAINER=1 keeps the container of a failed
 # run for a look inside.
 # The logrotate package (not in the lab image) is fetched once with apt-get download into .cache/debs.
@@ -72,13 +74,43 @@ apply() {
     || { tail -n 40 "$log"; fail "the ramdisk role failed (log above)"; }
 }
 
-docker run -d --name "$name" --cap-add SYS_ADMIN --security-opt apparmor=unconfined --security-opt seccomp=unconfined \
-  --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run --tmpfs /run/lock --network none \
-  "$IMAGE" /lib/systemd/systemd >/dev/null || die "docker run failed"
-booted
-{ docker cp "$deb" "$name:/root/logrotate.deb" && inside dpkg -i /root/logrotate.deb >/dev/null; } \
-  || die "installing logrotate failed"
-docker cp tests/log/in_container.sh "$name:/usr/local/bin/logtest"
+start_container() {
+  docker rm -f "$name" >/dev/null 2>&1 || true
+  docker run -d --name "$name" --cap-add SYS_ADMIN --security-opt apparmor=unconfined --security-opt seccomp=unconfined \
+    --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run --tmpfs /run/lock --network none \
+    "$IMAGE" /lib/systemd/systemd >/dev/null || die "docker run failed"
+  booted
+  { docker cp "$deb" "$name:/root/logrotate.deb" && inside dpkg -i /root/logrotate.deb >/dev/null; } \
+    || die "installing logrotate failed"
+  docker cp tests/log/in_container.sh "$name:/usr/local/bin/logtest"
+}
+
+if [[ ${1:-} == --kill ]]; then
+  # Each case: a fresh container, journald writing, the role's run killed just before journal write N
+  # (RAMDISK_PROVISION_TEST_KILL_AT, read by ramdisk_apply only: ramdisk_plan writes no journal on a clean host),
+  # then a whole run and one more that changes nothing; end-check: the state of one uninterrupted run, no line lost.
+  for n in ${2//,/ }; do
+    [[ $n =~ ^[1-9][0-9]*$ ]] || die "--kill takes journal write numbers such as 5,20,44, not '$n'"
+    start_container
+    inside logtest writer start
+    if ansible-playbook -i "$name," -e ansible_connection=community.docker.docker \
+        -e "{\"logtest_environment\": {\"RAMDISK_PROVISION_TEST_KILL_AT\": \"$n\"}}" tests/log/apply.yml \
+        >"$work/killed.log" 2>&1; then
+      echo "test-log: kill point $n: the run was not killed (past its last journal write)"
+      continue
+    fi
+    logged=$(inside logtest writer stop)
+    apply "$work/rerun.log"
+    apply "$work/again.log"
+    grep -q 'changed=0 .*failed=0' "$work/again.log" || fail "kill point $n: a run after the recovery changed something"
+    inside logtest end-check "$logged" || fail "kill point $n"
+    echo "test-log: kill point $n: recovered, then a run changed nothing"
+  done
+  echo "test-log: kill points passed in $((SECONDS - started)) s"
+  exit 0
+fi
+
+start_container
 
 step=$SECONDS
 apply "$work/apply.log"

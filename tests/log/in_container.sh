@@ -11,6 +11,9 @@
 #   in_container.sh logrotate            logrotate -f on a log file in the mount, then Debian's whole configuration
 #   in_container.sh boot-check MIN       after a boot: the lines up to MIN in the journal, journalctl --verify, and
 #                                        the restore ordered before journald's flush and systemd-tmpfiles
+#   in_container.sh end-check MAX        what one whole run leaves: /var/log on tmpfs, the drop-in, journald writing
+#                                        there with its limit, the flush service, persist and its timer active,
+#                                        journalctl --verify, the lines 1..MAX
 #   in_container.sh removed-check MAX FROM TO   after state absent: /var/log on disk with the lines 1..MAX and
 #                                        FROM..TO, journald writing there, journalctl --verify, no drop-in and no
 #                                        backing
@@ -103,6 +106,22 @@ case $1 in
     echo "boot-check: lines 1..$2 all in the journal, journalctl --verify ok, restore ended before journald's flush" \
       "and systemd-tmpfiles ($restored us <= their starts)"
     ;;
+  end-check)
+    [ "$(findmnt -no FSTYPE /var/log)" = tmpfs ] || fail "end state: /var/log is not a tmpfs"
+    grep -qx SystemMaxUse=33554432 /etc/systemd/journald.conf.d/ramdisk-provision-*.conf \
+      || fail "end state: no journald drop-in with SystemMaxUse=33554432"
+    pid=$(systemctl show -p MainPID --value systemd-journald.service)
+    [ -n "$(find "/proc/$pid/fd" -lname "/var/log/journal/$MID/*.journal" -print -quit)" ] \
+      || fail "end state: journald does not write into the mount"
+    journalctl -u systemd-journald -o cat | grep 'System Journal (/var/log' | tail -n1 | grep -Eq 'max 32(\.0)?M' \
+      || fail "end state: journald does not use the drop-in's limit"
+    for unit in systemd-journal-flush.service "ramdisk-persist-$TOKEN.service" "ramdisk-persist-sync-$TOKEN.timer"; do
+      systemctl is-active --quiet "$unit" || fail "end state: $unit is not active"
+    done
+    verify=$(journalctl --verify --directory="/var/log/journal/$MID" 2>&1) || fail "end state: journalctl --verify: $verify"
+    lacks=$(missing "/var/log/journal/$MID" "$2")
+    [ "$lacks" -eq 0 ] || fail "end state: the journal lacks $lacks of the lines n=1..$2"
+    ;;
   removed-check)
     ! mountpoint -q /var/log || fail "after state absent: /var/log is still a mount point"
     ! ls /etc/systemd/journald.conf.d/ramdisk-provision-*.conf 2>/dev/null || fail "after state absent: the drop-in is left"
@@ -120,6 +139,6 @@ case $1 in
       "writing there, no drop-in, no backing"
     ;;
   *)
-    fail "usage: in_container.sh writer start|stop | sync K | rotate-cost N | logrotate | boot-check MIN | removed-check MAX FROM TO"
+    fail "usage: in_container.sh writer start|stop | sync K | rotate-cost N | logrotate | boot-check MIN | end-check MAX | removed-check MAX FROM TO"
     ;;
 esac
