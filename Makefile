@@ -90,6 +90,19 @@ transaction: setup
 transaction-persist: setup
 	bash scripts/test/transaction_persist.sh
 
+# The log purpose for real (scripts/test/log_purpose.sh): /var/log of a systemd container (logpurpose-*) on tmpfs with
+# persist; journald writing numbered lines while syncs run, each copy checked with journalctl --verify and for every
+# line logged before it; logrotate -f on the mount; a clean reboot and a power cut bring the lines back.
+.PHONY: test-log
+test-log: setup
+	bash scripts/test/log_purpose.sh
+
+# The log mount's adoption killed just before journal writes around journald's steps (out of /var/log/journal, the
+# mount, the drop-in between its restarts, the first copy, back in), each then run again; about 5 minutes.
+.PHONY: test-log-kill
+test-log-kill: setup
+	bash scripts/test/log_purpose.sh --kill 3,5,11,20,42,44,46,48,60
+
 # ansible-test sanity on each supported ansible-core (requirements/sanity-core-*.txt), one venv each; 2.20 and
 # later on Debian 13's Python 3.13, in the controller container (scripts/test/controller.sh).
 sanity: setup

@@ -42,7 +42,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _zram_ste
 HEADER = "# Written by the ramdisk.provision collection: changes here are overwritten on its next run.\n"
 # Steps that act on mounts: after a reboot they have nothing left to undo or finish.
 LIVE_STEPS = ("mount", "move", "unmount", "remount", "root", "bind", "release", "copy", "systemctl_start", "sync",
-              "verify", "writeback") + _zram_steps.LIVE_STEPS + _brd_steps.LIVE_STEPS
+              "verify", "writeback", "journal_var") + _zram_steps.LIVE_STEPS + _brd_steps.LIVE_STEPS
 PIVOTS = ("mount", "move", "remount", "unmount", "systemctl_start")
 MAX_LISTED = 10
 

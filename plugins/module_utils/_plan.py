@@ -138,6 +138,11 @@ PERSIST_KEYS = ("backing", "interval", "services", "keep")
 PERSIST_INTERVAL = "15min"
 # Complete copies a backing keeps, current included: the one before it too, should the last sync copy a mistake.
 PERSIST_KEEP = 2
+# journald writes its persistent journal here. A persisted mount at it or above it (/var/log) is a journal mount:
+# systemd-journal-flush.service joins persist.services (its stop moves journald out of /var/log/journal, its start
+# back in), so the restore comes before journald writes there and the last sync after it left.
+JOURNAL_DIR = "/var/log/journal"
+JOURNAL_FLUSH = "systemd-journal-flush.service"
 # Where a backing copy would not outlive a reboot, or would be cleaned away.
 BACKING_REFUSED_TREES = (
     ("/proc", "a kernel file system"),
@@ -407,6 +412,11 @@ def timespan_seconds(value):
     return total
 
 
+def holds_journal(path):
+    """Whether a mount at PATH holds journald's persistent journal (PATH is /var/log/journal or a directory above it)."""
+    return isinstance(path, str) and (path == JOURNAL_DIR or _is_under(JOURNAL_DIR, path))
+
+
 def check_persist(entry, value, path):
     """An entry's persist, normalized to {'backing', 'interval', 'interval_seconds', 'services', 'keep'}, or None when
     off.
@@ -469,6 +479,8 @@ def check_persist(entry, value, path):
     entry.ok = ok and persisted
     if not persisted:
         return None
+    if holds_journal(path) and JOURNAL_FLUSH not in services:
+        services = list(services) + [JOURNAL_FLUSH]
     return {
         "backing": backing,
         "interval": interval.strip() if isinstance(interval, str) else "%gs" % seconds,

@@ -24,6 +24,13 @@
 # 3, while BACKING holds a copy and this mount of MOUNT was not restored from it (the backing is the newer
 # one), or MOUNT holds nothing.
 #
+# journald's files are copied only when closed. While journald writes into MOUNT (a log mount), a sync first has it
+# write what it was sent (journalctl --sync) and close its files (journalctl --rotate archives each as
+# NAME@....journal, which journald never writes again), and leaves out the active files it opens anew (a .journal
+# name without '@'); the next sync's rotation archives their entries.
+# Once journald left MOUNT (at shutdown, systemd-journal-flush.service's stop runs journalctl --smart-relinquish-var
+# before the last sync), every file is closed and copied.
+#
 # Each sync attempt, done or not, is recorded in /var/lib/ramdisk-provision/persist/TOKEN.status (result, exit
 # status, start and end, how it copied, and the figures of the last successful one); then the metrics collector
 # runs when it is installed (ramdisk_metrics: true), so its figures show the attempt at once.
@@ -150,6 +157,22 @@ rsync_usable() {
   return 0
 }
 
+# Whether journald has files of MOUNT open (it writes its journal there). A host without journald has none.
+journald_writes_here() {
+  pid=$(systemctl show -p MainPID --value systemd-journald.service 2>/dev/null) || return 1
+  case $pid in ''|0|*[!0-9]*) return 1 ;; esac
+  [ -n "$(find "/proc/$pid/fd" -lname "$MOUNT/*.journal" -print -quit 2>/dev/null)" ]
+}
+
+# Before the copy: journald's open files of MOUNT closed, and the files it writes after that left out of the copy.
+journal_excludes=''
+close_journal() {
+  journald_writes_here || return 0
+  # --sync first: journald writes what it has been sent so far, so every line logged before the sync is in the copy.
+  { journalctl --sync && journalctl --rotate; } || die "journalctl --rotate failed, so the journal files journald writes in $MOUNT cannot be closed for the copy; $BACKING/current is unchanged"
+  journal_excludes=yes
+}
+
 restore() {
   if [ -e "$partial" ]; then
     say "a restore into $MOUNT was cut short: emptying it to restore again"
@@ -186,6 +209,7 @@ sync_back() {
     case $previous in */*) previous='' ;; snap-*) ;; *) previous='' ;; esac
     [ -z "$previous" ] || [ -d "$BACKING/$previous" ] || previous=''
   fi
+  close_journal
   stamp=$(date -u +%Y%m%dT%H%M%S.%NZ)
   new=$BACKING/.new-$stamp
   made_dir=$new
@@ -200,7 +224,8 @@ sync_back() {
     # -a -H -A -X --numeric-ids --sparse: what cp -a keeps (owners by number, modes, times, hard links, ACLs,
     # xattrs, holes, devices and other special files, the root's own owner and mode), access times aside.
     # --modify-window=-1: a file is unchanged only with the same modification time to the nanosecond.
-    rsync -aHAX --numeric-ids --sparse --modify-window=-1 ${link:+"$link"} "$MOUNT/" "$new" \
+    rsync -aHAX --numeric-ids --sparse --modify-window=-1 ${link:+"$link"} \
+      ${journal_excludes:+"--include=*@*.journal"} ${journal_excludes:+"--exclude=*.journal"} "$MOUNT/" "$new" \
       || die "copying $MOUNT to $new failed (rsync exit status $?); $BACKING/current is unchanged"
   else
     say "rsync is not installed, or lacks ACL or xattr support: copying all of $MOUNT"
@@ -208,6 +233,7 @@ sync_back() {
     copy=full
     cp -a --no-target-directory "$MOUNT/." "$new" \
       || die "copying $MOUNT to $new failed (cp exit status $?); $BACKING/current is unchanged"
+    [ -z "$journal_excludes" ] || find "$new" -type f -name '*.journal' ! -name '*@*' -delete
   fi
   # syncfs: every file of the copy is on disk before it becomes current.
   sync -f "$new"

@@ -547,6 +547,20 @@ def test_persist_implies_migrate_and_normalizes():
     assert planned["token"].startswith("var-lib-x-") and len(planned["token"]) == len("var-lib-x-") + 8
 
 
+@pytest.mark.parametrize("path, services", [
+    ("/var/log", ["app.service", "systemd-journal-flush.service"]),
+    ("/var/log/journal", ["app.service", "systemd-journal-flush.service"]),
+    ("/var/log/nginx", ["app.service"]),
+    ("/var/lib/x", ["app.service"]),
+])
+def test_a_persisted_mount_that_holds_the_journal_names_journalds_flush_service(path, services):
+    facts = copy.deepcopy(FACTS)
+    facts["paths"][path] = _path(empty=False)
+    entry = dict(persisted(services=["app.service"]), path=path)
+    (planned,) = plan([entry], facts)["mounts"]
+    assert planned["persist"]["services"] == services
+
+
 def test_persist_summary_names_the_backing():
     (line,) = plan_summary(plan([persisted(interval="5min")]))
     assert line.endswith("kept in /var/lib/ramdisk-backing/db (synced every 5min)")

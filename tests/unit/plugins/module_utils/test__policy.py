@@ -26,6 +26,7 @@ PURPOSES = {
     "build": {"mode": "0755", "owner": "builder", "group": "builder", "noexec": False},
     "cache": {"noexec": True},
     "database": {"mode": "0700", "owner": "postgres", "group": "postgres", "noexec": True, "migrate": True},
+    "log": {"noexec": True, "migrate": True},
     "custom": {},
 }
 BACKING = {"backing": "/var/lib/ramdisk-backing/pg"}
@@ -93,6 +94,15 @@ def test_database_purpose_is_private_owned_and_persisted():
     assert entry["mode"] == "0700" and entry["owner"] == "postgres" and entry["noexec"] is True
     assert entry["migrate"] is True and entry["persist"] == BACKING
     assert entry["label"] == "ramdisk_mounts[0]"
+
+
+def test_log_purpose_is_noexec_migrated_and_persisted():
+    result = plan([{"path": "/var/log", "purpose": "log", "size": "256M", "persist": {"backing": "/var/lib/rb/log"}}])
+    assert result["errors"] == []
+    (entry,) = result["backends"]["tmpfs_mounts"]
+    assert entry["noexec"] is True and entry["migrate"] is True and entry["persist"] == {"backing": "/var/lib/rb/log"}
+    # The directory's own mode and owners stay (ROOTS), as for every purpose that does not set them.
+    assert entry["mode"] == "0755" and entry["owner"] == "root"
 
 
 def test_group_policies_merge_and_an_identical_repeat_counts_once():
@@ -176,6 +186,10 @@ def test_zram_names_are_valid_and_distinct():
     ({"path": "/tmp", "size": "1G", "purpose": "cache"}, "not tmp for /tmp"),
     ({"path": "/var/tmp", "size": "1G", "purpose": "tmp", "gate": "sometimes"}, "not a gate setting"),
     ({"path": "/var/lib/postgresql", "size": "1G", "purpose": "database"}, "must never lose its data"),
+    ({"path": "/var/log", "size": "64M", "purpose": "log"},
+     "persist is missing: off for a log-purpose mount, whose logs would all go at every reboot"),
+    ({"path": "/var/log", "size": "64M", "purpose": "log", "backend": "ramfs", "persist": BACKING},
+     "backend is 'ramfs': ramfs for a log-purpose mount"),
     ({"path": "/var/cache/x", "size": "1G", "backend": "zram", "mem_limit": "nope"}, ".mem_limit is 'nope'"),
 ])
 def test_bad_entries_are_refused_with_the_reason(entry, words):

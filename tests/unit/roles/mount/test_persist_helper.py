@@ -631,3 +631,59 @@ def test_refuses_where_it_would_do_harm(helper, setup, words):
 def test_bad_arguments(helper, args, words):
     result = helper.run(*args)
     assert result.returncode in (1, 2) and words in result.stderr
+
+
+JOURNAL_FILES = {"journal/m1/system@s-1.journal": "closed", "journal/m1/system.journal": "open",
+                 "journal/m1/user-1000.journal": "open", "journal/m1/system@s-0.journal~": "renamed by journald",
+                 "syslog": "text", "apt/history.log": "text"}
+
+
+def sync_while_held(helper, rel):
+    """A sync while a process that stands in for journald (systemctl shows it as journald's MainPID) holds REL of
+    the mount open."""
+    with open(helper.mount / rel, encoding="utf-8") as held:
+        with subprocess.Popen(["sleep", "60"], stdin=held) as holder:
+            helper.stub("systemctl", "echo %d" % holder.pid)
+            try:
+                return helper.run("sync")
+            finally:
+                holder.kill()
+
+
+@pytest.mark.parametrize("tool", [pytest.param("rsync", marks=needs_rsync), "cp"])
+def test_the_files_journald_writes_are_closed_first_and_left_out(helper, tool):
+    """journald's part is stood in for: a process that holds the active files open (its MainPID, as systemctl
+    shows it), and a journalctl that records its calls. The rest is the helper's own doing."""
+    if tool == "cp":
+        helper.hide_rsync()
+    fill(helper.mount, JOURNAL_FILES)
+    calls = helper.root / "journalctl.calls"
+    helper.stub("journalctl", 'echo "$*" >>%s' % calls)
+    result = sync_while_held(helper, "journal/m1/system.journal")
+    assert result.returncode == 0, result.stderr
+    assert calls.read_text(encoding="utf-8").splitlines() == ["--sync", "--rotate"]
+    copied = set(tree(helper.backing / "current"))
+    assert {"journal/m1/system@s-1.journal", "journal/m1/system@s-0.journal~", "syslog", "apt/history.log"} <= copied
+    assert not {"journal/m1/system.journal", "journal/m1/user-1000.journal"} & copied
+
+
+@pytest.mark.parametrize("pid", ["0", ""])
+def test_once_journald_left_the_mount_every_journal_file_is_copied(helper, pid):
+    """At shutdown journald has left the mount (journalctl --smart-relinquish-var): nothing is open there."""
+    fill(helper.mount, JOURNAL_FILES)
+    calls = helper.root / "journalctl.calls"
+    helper.stub("journalctl", 'echo "$*" >>%s' % calls)
+    helper.stub("systemctl", "echo %s" % pid)
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    assert not calls.exists()
+    assert tree(helper.backing / "current") == tree(helper.mount)
+
+
+def test_a_journald_that_does_not_rotate_fails_the_sync(helper):
+    fill(helper.mount, JOURNAL_FILES)
+    helper.stub("journalctl", "exit 1")
+    result = sync_while_held(helper, "journal/m1/system.journal")
+    assert result.returncode == 1
+    assert "journalctl --rotate failed, so the journal files journald writes in" in result.stderr
+    assert helper.current is None and helper.status()["RESULT"] == "failed"
