@@ -979,14 +979,15 @@ def _check_migration_xattrs(entry, path_facts, support, host, where, errors):
                       "Remove %s (setfattr -x NAME FILE), set %s.migrate: false and empty the directory, or use a "
                       "kernel of 6.6 or later." % (
                           host, where, entry["path"], why,
-                          ", ".join("%s (on %d entries, '%s' first)" % (name, count, rel)
+                          ", ".join("%s (on %d %s, '%s' first)" % (name, count, "entry" if count == 1 else "entries", rel)
                                     for name, (count, rel) in sorted(kept.items())[:5]),
                           "them" if len(kept) > 1 else "it", "them" if len(kept) > 1 else "it", where))
         entry["action"] = "refuse"
         return
     entry["dropped_xattrs"] = sorted(found)
     entry["warnings"].append("%s: the copy into RAM leaves out %s, as %s" % (
-        entry["path"], "; ".join("%s on %d entries (%s)" % (name, count, DROPPABLE_XATTRS[name])
+        entry["path"], "; ".join("%s on %d %s (%s)" % (name, count, "entry" if count == 1 else "entries",
+                                                       DROPPABLE_XATTRS[name])
                                  for name, (count, _rel) in sorted(found.items())), why))
 
 
