@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/scripts/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: demo demo-test test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab apt-lock bench bench-fleet bench-converge bench-stability bench-survey bench-metrics bench-persist bench-lab bench-seeds clean
+.PHONY: demo demo-test test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab apt-lock bench bench-fleet bench-converge bench-stability bench-survey bench-metrics bench-persist bench-persist-database bench-lab bench-seeds clean
 
 # Everything the tests use (with qemu, promtool and chromium); `make lab` installs only what the lab needs.
 setup:
@@ -181,6 +181,14 @@ bench-metrics: setup
 # hand's time). About 2 minutes here.
 bench-persist: setup
 	$(BIN)/python scripts/bench/persist.py
+
+# The cost of a consistent interval sync of a database (persist.stop_services): PostgreSQL 15 on a persisted tmpfs in a
+# systemd container of the lab image ramdisk-lab/debian:12-postgresql, pgbench running, a small (scale 1) and a ~1 GiB
+# (scale 64) database: each sync's downtime (stop, copy, start) and pgbench's lost throughput, beside the live copy;
+# then each copy, and live copies with a CHECKPOINT during them, started on their own. About 10 minutes here.
+bench-persist-database: setup
+	bash scripts/lab/dockerd.sh
+	$(BIN)/python scripts/bench/persist_database.py $(if $(SCALES),--scales $(SCALES))
 
 # survey_report on 10,000 synthetic hosts: the time to write the whole report, beside its target (10 s).
 bench-survey: setup
