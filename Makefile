@@ -83,6 +83,17 @@ transaction: setup
 transaction-persist: setup
 	bash scripts/test/transaction_persist.sh
 
+# persist.stop_services under a real systemd (tests/transaction/persist_services.py): an interval sync copies with the
+# service stopped and starts it again; one stopped (TERM) or killed (KILL) mid-copy starts it again; a service an
+# admin stopped stays stopped; a poweroff mid-copy starts nothing, and the stop-time sync writes the last copy.
+# One container of the lab's Debian 12 image, about 10 s.
+.PHONY: transaction-persist-services
+transaction-persist-services: setup
+	bash scripts/lab/dockerd.sh
+	bash scripts/lab/images.sh bookworm >/dev/null
+	bash scripts/lab/link_collection.sh
+	$(BIN)/python tests/transaction/persist_services.py
+
 # ansible-test sanity on each supported ansible-core (requirements/sanity-core-*.txt), one venv each; 2.20 and
 # later on Debian 13's Python 3.13, in the controller container (scripts/test/controller.sh).
 sanity: setup

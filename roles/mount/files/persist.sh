@@ -46,7 +46,7 @@ status_dir=/var/lib/ramdisk-provision/persist
 metrics_collector=/usr/local/libexec/ramdisk-provision/metrics/_metrics.py
 started=$(date +%s.%N)
 stamp='' sync_bytes='' backing_bytes='' written_bytes='' copy='' copy_tool='' made_dir='' made_link=''
-services_stopped='' services_down_since='' services_down_seconds='' services_left_down=''
+services_stopped='' services_down_since='' services_down_seconds='' services_left_down='' terminated=''
 
 say() { echo "persist ${token:-}: $*" >&2; }
 die() { say "$*"; exit "${2:-1}"; }
@@ -106,10 +106,14 @@ record_sync() {
       rm -f "$tmp"
     fi
   fi
+  collect_metrics
+  return 0
+}
+
+collect_metrics() {
   if [ -r "$metrics_collector" ]; then
     python3 "$metrics_collector" collect >/dev/null 2>&1 || say "the metrics collector failed"
   fi
-  return 0
 }
 
 # The end of a sync attempt: a copy that did not become current goes (current never points at it), then the
@@ -161,12 +165,17 @@ stop_services() {
 # Starts the services of the record (this sync's, or those a sync killed earlier left stopped), unless the system
 # is shutting down; then removes the record. One that fails to start is named in the status and the journal.
 # shellcheck disable=SC2086 # unit names, checked by the role: no spaces or wildcards
+# A sync stopped by systemd (TERM) keeps the record when it cannot read it or start them: systemd's TERM also
+# reaches the processes its trap starts, until it has signalled every process of the unit; then the sync service's
+# ExecStopPost, which runs once none is left, starts them (persist resume).
 start_services() {
   [ -e "$stopped" ] || return 0
   units=$(cat "$stopped") || units=''
   [ -n "$services_stopped" ] || services_stopped=$units
+  keep_record=''
   if [ -z "$units" ]; then
-    :
+    keep_record=$terminated
+    services_left_down=$services_stopped
   elif shutting_down; then
     services_left_down=$units
     say "the system is shutting down: $units stay stopped"
@@ -174,16 +183,32 @@ start_services() {
     say "started $units again"
   else
     services_left_down=$units
+    keep_record=$terminated
     say "could not start $units again after the copy: see systemctl status $units"
   fi
   if [ -n "$services_down_since" ]; then
-    services_down_seconds=$(awk -v a="$services_down_since" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+    services_down_seconds=$(awk -v a="$services_down_since" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }') \
+      || services_down_seconds=''
   fi
-  rm -f "$stopped"
+  [ -n "$keep_record" ] || rm -f "$stopped"
+}
+
+# After persist resume: the status of the sync that left the record says which services are still stopped.
+note_resumed() {
+  status=$status_dir/$token.status
+  grep -q '^SERVICES_LEFT_DOWN=' "$status" 2>/dev/null || return 0
+  if tmp=$(mktemp "$status.XXXXXX"); then
+    if LEFT=$services_left_down awk '/^SERVICES_LEFT_DOWN=/ { print "SERVICES_LEFT_DOWN=\047" ENVIRON["LEFT"] "\047"; next }
+        { print }' "$status" >"$tmp" && chmod 0644 "$tmp" && mv -f "$tmp" "$status"; then
+      collect_metrics
+    else
+      rm -f "$tmp"
+    fi
+  fi
 }
 if [ "$command" = sync ]; then
   trap 'finish_sync $?' EXIT
-  trap 'exit 143' TERM
+  trap 'terminated=1; exit 143' TERM
   trap 'exit 130' INT
 fi
 
@@ -203,8 +228,10 @@ exec 9>"$state_dir/$token.lock"
 flock 9
 
 if [ "$command" = resume ]; then
-  [ ! -e "$stopped" ] || say "a sync was killed while it held $(cat "$stopped") stopped"
+  [ -e "$stopped" ] || exit 0
+  say "a sync was killed while it held $(cat "$stopped") stopped"
   start_services
+  note_resumed
   [ -z "$services_left_down" ] || exit 1
   exit 0
 fi

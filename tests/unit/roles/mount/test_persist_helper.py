@@ -947,3 +947,25 @@ def test_a_sync_to_a_full_backing_shows_as_failed_everywhere(helper, tmp_path):
     (helper.mount / "big").unlink()
     before = (first, tree(helper.backing / first))
     shows_failed_everywhere(helper, config, before, first, tmp_path)
+
+
+def test_services_a_stopped_sync_could_not_start_are_left_to_resume(helper):
+    """systemd's TERM reaches what the sync's trap starts too; then ExecStopPost (persist resume) starts them."""
+    services = Services(helper, **{"db.service": "active"})
+    first_sync(helper, {"a": "1"})
+    run = services.start_gated_sync()
+    (services.dir / "db.service.broken").touch()
+    os.killpg(run.pid, 15)
+    services.open_gate()
+    run.communicate(timeout=60)
+    assert run.returncode == 143 and services.state("db.service") == "inactive"
+    assert (helper.state / ("%s.stopped" % TOKEN)).exists()
+    assert full_status(helper)["SERVICES_LEFT_DOWN"] == "db.service"
+    (services.dir / "db.service.broken").unlink()
+    result = helper.run("resume")
+    assert result.returncode == 0 and "a sync was killed while it held db.service stopped" in result.stderr
+    assert services.state("db.service") == "active" and not (helper.state / ("%s.stopped" % TOKEN)).exists()
+    status = full_status(helper)
+    assert (status["RESULT"], status["SERVICES_LEFT_DOWN"]) == ("failed", "")
+    # Nothing recorded: resume does nothing, and leaves the status as it is.
+    assert helper.run("resume").returncode == 0 and full_status(helper) == status
