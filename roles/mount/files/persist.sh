@@ -32,7 +32,7 @@
 # copy failed or the sync was stopped (TERM), and records how long they were down. Which it stopped is written to
 # /run first, so that a sync killed outright leaves them to "persist resume" (the sync service's ExecStopPost) or
 # to the next sync. A service that was not running stays stopped; nothing is started while the system shuts down
-# (the stop-time sync, after the services, makes the last copy). At the stop-time sync the services have stopped
+# (the stop-time sync, after the services, makes the last copy), nor against a stop queued meanwhile. At the stop-time sync the services have stopped
 # already (the persist unit is ordered before them), so it stops nothing.
 #
 # Each sync attempt, done or not, is recorded in /var/lib/ramdisk-provision/persist/TOKEN.status (result, exit
@@ -179,7 +179,8 @@ start_services() {
   elif shutting_down; then
     services_left_down=$units
     say "the system is shutting down: $units stay stopped"
-  elif systemctl start -- $units; then
+  # --job-mode=fail: never reverses a stop queued meanwhile (an admin's, a shutdown's, the persist unit's own).
+  elif systemctl start --job-mode=fail -- $units; then
     say "started $units again"
   else
     services_left_down=$units

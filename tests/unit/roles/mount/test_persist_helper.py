@@ -648,7 +648,7 @@ echo "$*" >>%(units)s/log
 case $1 in
   is-system-running) cat %(units)s/system; exit 0 ;;
   show) shift 5; cat "$units/$1" 2>/dev/null || echo inactive; exit 0 ;;
-  stop|start) verb=$1; shift 2
+  stop|start) verb=$1; shift; while [ "$1" != -- ]; do shift; done; shift
     for unit; do
       if [ "$verb" = start ] && [ -e "$units/$unit.broken" ]; then echo "Job for $unit failed" >&2; exit 1; fi
       if [ "$verb" = start ]; then echo active >"$units/$unit"; else echo inactive >"$units/$unit"; fi
@@ -739,6 +739,8 @@ def test_a_sync_copies_with_the_services_stopped_and_starts_them_again(helper):
     assert (helper.root / "states-while-copying").read_text(encoding="utf-8").split() == ["inactive", "inactive"]
     assert services.calls("stop")[-1] == "db.service" and services.calls("start")[-1] == "db.service"
     assert "stopped-by-admin.service" not in " ".join(services.calls("stop") + services.calls("start"))
+    # A stop queued meanwhile (an admin's, a shutdown's) is never reversed into a start.
+    assert "start --job-mode=fail -- db.service" in (services.dir / "log").read_text(encoding="utf-8").splitlines()
     assert services.state("db.service") == "active" and services.state("stopped-by-admin.service") == "inactive"
     assert (helper.backing / "current" / "base").read_text(encoding="utf-8") == "rows" and helper.current != before[0]
     status = full_status(helper)
