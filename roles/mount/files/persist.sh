@@ -32,8 +32,8 @@
 # copy failed or the sync was stopped (TERM), and records how long they were down. Which it stopped is written to
 # /run first, so that a sync killed outright leaves them to "persist resume" (the sync service's ExecStopPost) or
 # to the next sync. A service that was not running stays stopped; nothing is started while the system shuts down
-# (the stop-time sync, after the services, makes the last copy), nor against a stop queued meanwhile. At the stop-time sync the services have stopped
-# already (the persist unit is ordered before them), so it stops nothing.
+# (the stop-time sync, after the services, makes the last copy), nor against a stop queued meanwhile. At the
+# stop-time sync the services have stopped already (the persist unit is ordered before them): it stops nothing.
 #
 # Each sync attempt, done or not, is recorded in /var/lib/ramdisk-provision/persist/TOKEN.status (result, exit
 # status, start and end, how it copied, and the figures of the last successful one); then the metrics collector
@@ -163,11 +163,11 @@ stop_services() {
 }
 
 # Starts the services of the record (this sync's, or those a sync killed earlier left stopped), unless the system
-# is shutting down; then removes the record. One that fails to start is named in the status and the journal.
-# shellcheck disable=SC2086 # unit names, checked by the role: no spaces or wildcards
-# A sync stopped by systemd (TERM) keeps the record when it cannot read it or start them: systemd's TERM also
-# reaches the processes its trap starts, until it has signalled every process of the unit; then the sync service's
+# is shutting down; then removes the record. One that fails to start is named in the status and the journal. A sync
+# stopped by systemd (TERM) keeps the record when it cannot read it or start them: systemd's TERM also reaches the
+# processes its trap starts, until it has signalled every process of the unit; then the sync service's
 # ExecStopPost, which runs once none is left, starts them (persist resume).
+# shellcheck disable=SC2086 # unit names, checked by the role: no spaces or wildcards
 start_services() {
   [ -e "$stopped" ] || return 0
   units=$(cat "$stopped") || units=''
@@ -199,7 +199,7 @@ note_resumed() {
   status=$status_dir/$token.status
   grep -q '^SERVICES_LEFT_DOWN=' "$status" 2>/dev/null || return 0
   if tmp=$(mktemp "$status.XXXXXX"); then
-    if LEFT=$services_left_down awk '/^SERVICES_LEFT_DOWN=/ { print "SERVICES_LEFT_DOWN=\047" ENVIRON["LEFT"] "\047"; next }
+    if LEFT=$services_left_down awk '/^SERVICES_LEFT_DOWN=/ { $0 = "SERVICES_LEFT_DOWN=\047" ENVIRON["LEFT"] "\047" }
         { print }' "$status" >"$tmp" && chmod 0644 "$tmp" && mv -f "$tmp" "$status"; then
       collect_metrics
     else
