@@ -171,6 +171,9 @@ def cases(box, check):
     check("interval: txdata stopped while copying",
           box.sh("cat /run/state-while-copying").strip() in ("inactive", "failed"))
     check("interval: txdata running again", active(box, SERVICE) == "active")
+    # txdata requires the persist unit (RequiredBy=): stopping txdata leaves it, and its timer, running.
+    check("interval: the persist unit and the timer still run",
+          (active(box, UNITS["persist"]), active(box, UNITS["timer"])) == ("active", "active"))
     check("interval: the copy is current", current(box) != before and box.sh("cat %s/current/file" % BACKING) == "two\n")
     ok = found.get("RESULT") == "ok" and found.get("SERVICES_STOPPED") == "'%s'" % SERVICE \
         and float(found.get("SERVICES_DOWN_SECONDS", "0")) > 0
