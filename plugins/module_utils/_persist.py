@@ -198,15 +198,17 @@ def read_state(token, backing, live_path, systemd, run):
 
 
 def conf_text(entry):
-    """The record the helper reads for ENTRY (a planned mount with persist): its mount, backing, interval and the
-    copies the backing keeps."""
+    """The record the helper reads for ENTRY (a planned mount with persist): its mount, backing, interval, the
+    copies the backing keeps, and the services an interval sync stops for its copy."""
     persist = entry["persist"]
     return ("# The RAM mount and the backing directory on disk that keeps it, read by the persist helper for its units\n"
             "# and by the metrics collector (INTERVAL_SECONDS: how often the timer syncs; KEEP: how many complete\n"
-            "# copies the backing keeps, current included).\n"
-            "MOUNT=%s\nBACKING=%s\nINTERVAL_SECONDS=%d\nKEEP=%d\n"
+            "# copies the backing keeps, current included; STOP_SERVICES=1: an interval sync stops those of SERVICES\n"
+            "# that run for its copy, and starts them again).\n"
+            "MOUNT=%s\nBACKING=%s\nINTERVAL_SECONDS=%d\nKEEP=%d\nSERVICES=%s\nSTOP_SERVICES=%d\n"
             % (shlex.quote(entry["path"]), shlex.quote(persist["backing"]), int(persist.get("interval_seconds") or 0),
-               int(persist.get("keep") or PERSIST_KEEP)))
+               int(persist.get("keep") or PERSIST_KEEP), shlex.quote(" ".join(persist.get("services") or [])),
+               1 if persist.get("stop_services") and persist.get("services") else 0))
 
 
 def journald_limits(size_bytes):
@@ -264,7 +266,16 @@ def unit_texts(entry):
                   "After=systemd-remount-fs.service\n"
                   "%sBefore=systemd-tmpfiles-setup.service sysinit.target shutdown.target\n"
                   "Conflicts=shutdown.target\n" % before)
-    values = {"path": path, "backing": backing, "interval": interval, "token": token, "helper": helper,
+    if persist.get("stop_services") and services:
+        priority = (
+            "# The copy runs while the helper holds %(services)s stopped, so at full speed; a sync killed\n"
+            "# meanwhile (a TERM or a KILL past TimeoutStopSec) leaves them to this, which starts them again.\n"
+            "ExecStopPost=%(helper)s resume %(token)s\n"
+            % {"services": services, "helper": paths.PERSIST_HELPER, "token": token})
+    else:
+        priority = ("# A background copy: the services that use the data come first (best-effort, so it is never "
+                    "starved).\nNice=10\nIOSchedulingClass=best-effort\nIOSchedulingPriority=7\n")
+    values = {"priority": priority, "path": path, "backing": backing, "interval": interval, "token": token, "helper": helper,
               "before": before, "required": required, "persist": names["persist"], "sync": names["sync"],
               "timer": names["timer"]}
     texts = {
@@ -300,10 +311,7 @@ def unit_texts(entry):
             "\n[Service]\n"
             "Type=oneshot\n"
             "ExecStart=%(helper)s sync %(token)s\n"
-            "# A background copy: the services that use the data come first (best-effort, so it is never starved).\n"
-            "Nice=10\n"
-            "IOSchedulingClass=best-effort\n"
-            "IOSchedulingPriority=7\n"),
+            "%(priority)s"),
         "timer": (
             "# Writes the RAM mount at %(path)s back to %(backing)s every\n"
             "# %(interval)s; started and stopped with %(persist)s (no After= on it:\n"

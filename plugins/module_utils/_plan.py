@@ -134,7 +134,7 @@ _MPOL_RE = re.compile(
     r"^(?:default|local|prefer(?::\d+)?|bind:%s|interleave(?::%s)?|weighted-interleave(?::%s)?|"
     r"preferred-many:%s)(?:=(?:static|relative))?$" % (_NODELIST, _NODELIST, _NODELIST, _NODELIST)
 )
-PERSIST_KEYS = ("backing", "interval", "services", "keep")
+PERSIST_KEYS = ("backing", "interval", "services", "keep", "stop_services")
 PERSIST_INTERVAL = "15min"
 # Complete copies a backing keeps, current included: the one before it too, should the last sync copy a mistake.
 PERSIST_KEEP = 2
@@ -418,8 +418,8 @@ def holds_journal(path):
 
 
 def check_persist(entry, value, path):
-    """An entry's persist, normalized to {'backing', 'interval', 'interval_seconds', 'services', 'keep'}, or None when
-    off.
+    """An entry's persist, normalized to {'backing', 'interval', 'interval_seconds', 'services', 'keep',
+    'stop_services'}, or None when off.
 
     PATH is the entry's checked mount point (None when it was wrong); errors go to ENTRY.
     """
@@ -468,6 +468,13 @@ def check_persist(entry, value, path):
                 fix = "Write the unit's type too: '%s.service'." % unit
             entry.error("persist.services[%d]" % position, unit, "not a unit name", fix)
     keep = _check_keep(entry, value.get("keep"))
+    stop_services = value.get("stop_services")
+    stop_services = False if stop_services is None else _as_bool(entry, "persist.stop_services", stop_services)
+    if stop_services is True and not services:
+        entry.error("persist.stop_services", value.get("stop_services"), "set, and persist.services names no unit "
+                    "to stop for each interval sync",
+                    "Name the units that write the data in persist.services, e.g. [postgresql@15-main.service], or "
+                    "set persist.stop_services: false.")
     if path == "/tmp":
         entry.error("persist", value, "set on /tmp, and /tmp is emptied at boot by design",
                     "Set persist: null for /tmp; persist is for a data directory such as /var/lib/<name>.")
@@ -487,6 +494,7 @@ def check_persist(entry, value, path):
         "interval_seconds": seconds,
         "services": list(dict.fromkeys(services)),
         "keep": keep,
+        "stop_services": stop_services,
     }
 
 

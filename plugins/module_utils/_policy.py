@@ -334,6 +334,17 @@ def _normalize(where, item, host, purposes, defaults, state, mem_total, errors, 
             entry.error("backend", backend, "ramfs for a log-purpose mount",
                         "ramfs has no size limit, so a flood of log lines (any user can log) could take all RAM; "
                         "use backend tmpfs or zram.")
+    if purpose == "database" and isinstance(persist, dict) and persist.get("stop_services") is None:
+        # A copy of a running database's files is not one it can start from: each interval sync stops the
+        # services that write it, unless the entry says otherwise.
+        if entry_state == "mounted" and not persist.get("services"):
+            entry.error("persist.services", persist.get("services"), "empty for a database-purpose mount, whose "
+                        "interval syncs stop these services so that each copy is consistent (persist.stop_services "
+                        "is true by default for this purpose)",
+                        "Name the database's units, e.g. persist.services: [postgresql@15-main.service], or set "
+                        "persist.stop_services: false to copy the live files (a copy the database may not start "
+                        "from).")
+        values["persist"] = dict(persist, stop_services=True)
     if backend == "zram" and values.get("name") is not None and not isinstance(values.get("name"), str):
         entry.error("name", values.get("name"), "not a device name", "Use a short name such as build.")
 

@@ -149,7 +149,8 @@ def test_the_helpers_record_gives_the_copies_to_keep(keep, written):
     if keep is None:
         del item["persist"]["keep"]  # a plan of an older version: the helper's own default
     values = parse_shell_vars(conf_text(item))
-    assert values == {"MOUNT": "/var/lib/postgresql", "BACKING": BACKING, "INTERVAL_SECONDS": "300", "KEEP": written}
+    assert values == {"MOUNT": "/var/lib/postgresql", "BACKING": BACKING, "INTERVAL_SECONDS": "300", "KEEP": written,
+                      "SERVICES": "postgresql@15-main.service", "STOP_SERVICES": "0"}
 
 
 KIB = 1024
@@ -197,3 +198,25 @@ def test_a_journal_mounts_unit_is_restored_before_journald_moves_in_and_synced_a
         assert line in lines
     other = unit_texts(journal_entry(path="/var/log/nginx", token="var-log-nginx-1"))["persist"]
     assert "DefaultDependencies=no" not in other and "Conflicts=shutdown.target" not in other
+
+
+@pytest.mark.parametrize("stop, services, written", [
+    (True, ["postgresql@15-main.service", "app.socket"], "1"), (False, ["postgresql@15-main.service"], "0"),
+    (True, [], "0"), (None, ["a.service"], "0"),
+])
+def test_the_helpers_record_says_which_services_a_sync_stops(stop, services, written):
+    item = entry()
+    item["persist"].update(services=services, stop_services=stop)
+    values = parse_shell_vars(conf_text(item))
+    assert (values["SERVICES"], values["STOP_SERVICES"]) == (" ".join(services), written)
+
+
+def test_a_sync_that_stops_the_services_runs_at_full_speed_and_starts_them_again_when_killed():
+    item = entry()
+    quiet = unit_texts(item)["sync"]
+    assert "Nice=10" in quiet and "ExecStopPost" not in quiet
+    item["persist"]["stop_services"] = True
+    sync = unit_texts(item)["sync"]
+    assert "Nice=" not in sync and "IOScheduling" not in sync
+    assert "\nExecStopPost=/usr/local/libexec/ramdisk-provision/persist resume %s\n" % TOKEN in sync
+    assert "holds postgresql@15-main.service stopped" in sync

@@ -486,13 +486,19 @@ PERSIST_INVALID = [
      "full unit name"),
     (persisted(services=[5]), "tmpfs_mounts[0].persist.services[0]", "5", "not a unit name", "full unit name"),
     (persisted(sevices=[]), "tmpfs_mounts[0].persist.sevices", "[]", "an unknown key",
-     "backing, interval, services, keep"),
+     "backing, interval, services, keep, stop_services"),
     (persisted(keep=0), "tmpfs_mounts[0].persist.keep", "0", "fewer than one copy", "1 or more"),
     (persisted(keep="-3"), "tmpfs_mounts[0].persist.keep", "'-3'", "fewer than one copy", "1 or more"),
     (persisted(keep="two"), "tmpfs_mounts[0].persist.keep", "'two'", "not a whole number of copies",
      "the current one included"),
     (persisted(keep=1.5), "tmpfs_mounts[0].persist.keep", "1.5", "not a whole number of copies", "such as 2"),
     (persisted(keep=True), "tmpfs_mounts[0].persist.keep", "True", "not a whole number of copies", "1 or more"),
+    (persisted(stop_services=True), "tmpfs_mounts[0].persist.stop_services", "True",
+     "persist.services names no unit to stop", "Name the units that write the data in persist.services"),
+    (persisted(stop_services="yes", services=[]), "tmpfs_mounts[0].persist.stop_services", "'yes'",
+     "persist.services names no unit to stop", "or set persist.stop_services: false"),
+    (persisted(stop_services="sometimes", services=["db.service"]), "tmpfs_mounts[0].persist.stop_services",
+     "'sometimes'", "not a boolean", "true or false"),
     (dict(persisted(), path="/srv/my%data"), "tmpfs_mounts[0].path", "'/srv/my%data'", "persist units cannot carry",
      "persist: null"),
     (dict(persisted(), path="/tmp"), "tmpfs_mounts[0].persist", "", "/tmp is emptied at boot", "data directory"),
@@ -514,7 +520,13 @@ def test_persist_off_and_defaults():
         assert planned["persist"] is None and planned["migrate"] is False
     (planned,) = plan([persisted()])["mounts"]
     assert planned["persist"] == {"backing": "/var/lib/ramdisk-backing/db", "interval": "15min",
-                                  "interval_seconds": 900.0, "services": [], "keep": 2}
+                                  "interval_seconds": 900.0, "services": [], "keep": 2, "stop_services": False}
+
+
+@pytest.mark.parametrize("given, expected", [(True, True), ("true", True), (False, False), (None, False)])
+def test_persist_stop_services(given, expected):
+    (planned,) = plan([persisted(stop_services=given, services=["postgresql@15-main.service"])])["mounts"]
+    assert planned["persist"]["stop_services"] is expected
 
 
 @pytest.mark.parametrize("keep, expected", [(1, 1), (3, 3), ("4", 4), (" 5 ", 5), (None, 2)])
@@ -543,7 +555,7 @@ def test_persist_implies_migrate_and_normalizes():
     assert planned["action"] == "migrate"
     assert planned["persist"] == {"backing": "/var/lib/ramdisk-backing/db", "interval": "5min",
                                   "interval_seconds": 300.0, "services": ["postgresql@15-main.service", "app.socket"],
-                                  "keep": 2}
+                                  "keep": 2, "stop_services": False}
     assert planned["token"].startswith("var-lib-x-") and len(planned["token"]) == len("var-lib-x-") + 8
 
 

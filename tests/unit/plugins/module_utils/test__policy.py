@@ -88,11 +88,12 @@ def test_purpose_defaults_fill_entries_and_the_entry_wins():
 
 
 def test_database_purpose_is_private_owned_and_persisted():
-    result = plan([{"path": "/var/lib/postgresql", "purpose": "database", "size": "2G", "persist": BACKING}])
+    persist = dict(BACKING, services=["postgresql@15-main.service"])
+    result = plan([{"path": "/var/lib/postgresql", "purpose": "database", "size": "2G", "persist": persist}])
     assert result["errors"] == []
     (entry,) = result["backends"]["tmpfs_mounts"]
     assert entry["mode"] == "0700" and entry["owner"] == "postgres" and entry["noexec"] is True
-    assert entry["migrate"] is True and entry["persist"] == BACKING
+    assert entry["migrate"] is True and entry["persist"] == dict(persist, stop_services=True)
     assert entry["label"] == "ramdisk_mounts[0]"
 
 
@@ -103,6 +104,26 @@ def test_log_purpose_is_noexec_migrated_and_persisted():
     assert entry["noexec"] is True and entry["migrate"] is True and entry["persist"] == {"backing": "/var/lib/rb/log"}
     # The directory's own mode and owners stay (ROOTS), as for every purpose that does not set them.
     assert entry["mode"] == "0755" and entry["owner"] == "root"
+
+
+def test_a_database_stops_its_services_for_each_sync_unless_it_says_otherwise():
+    services = {"services": ["postgresql@15-main.service"]}
+    for persist, expected in ((dict(BACKING, **services), True), (dict(BACKING, stop_services=False), False),
+                              (dict(BACKING, stop_services=False, **services), False)):
+        result = plan([{"path": "/var/lib/postgresql", "purpose": "database", "size": "2G", "persist": persist}])
+        assert result["errors"] == []
+        (entry,) = result["backends"]["tmpfs_mounts"]
+        assert entry["persist"]["stop_services"] is expected
+    result = plan([{"path": "/var/cache/x", "purpose": "cache", "size": "1G", "persist": dict(BACKING, **services)}])
+    (entry,) = result["backends"]["tmpfs_mounts"]
+    assert "stop_services" not in entry["persist"]
+
+
+def test_a_database_without_services_to_stop_is_refused():
+    error = one_error(plan([{"path": "/var/lib/postgresql", "purpose": "database", "size": "2G", "persist": BACKING}]))
+    assert error.startswith("Host ")
+    assert "ramdisk_mounts[0].persist.services is missing: empty for a database-purpose mount" in error
+    assert "persist.services: [postgresql@15-main.service], or set persist.stop_services: false" in error
 
 
 def test_group_policies_merge_and_an_identical_repeat_counts_once():
