@@ -35,7 +35,8 @@ fail() { echo "test-log: FAILED: $*" >&2; exit 1; }
 bash scripts/lab/dockerd.sh
 docker image inspect "$IMAGE" >/dev/null 2>&1 || die "no lab image $IMAGE: run bash scripts/lab/images.sh bookworm"
 bash scripts/lab/link_collection.sh
-deb=$(find .cache/debs -name 'logrotate_*.deb' 2>/dev/null | sort | tail -n1)
+# .cache/debs is missing in a fresh clone: find fails there, and that is no error.
+deb=$(find .cache/debs -name 'logrotate_*.deb' 2>/dev/null | sort | tail -n1 || :)
 if [[ -z $deb ]]; then
   mkdir -p .cache/debs
   (cd .cache/debs && apt-get download logrotate) >/dev/null || die "apt-get download logrotate failed"
