@@ -9,7 +9,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/scripts/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 SCENARIOS ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 
-.PHONY: demo demo-test test test-vm setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab apt-lock bench bench-fleet bench-converge bench-stability bench-survey bench-metrics bench-persist bench-lab bench-seeds clean
+.PHONY: demo demo-test test test-vm test-powercut setup lab lab-down vm-image vm-down lint unit sanity molecule build tarball-lab apt-lock bench bench-fleet bench-converge bench-stability bench-survey bench-metrics bench-persist bench-persist-database bench-lab bench-seeds clean
 
 # Everything the tests use (with qemu, promtool and chromium); `make lab` installs only what the lab needs.
 setup:
@@ -28,6 +28,13 @@ vm-image: setup
 
 vm-down:
 	bash scripts/lab/vm.sh down
+
+# Power cuts in the lab VM (tests/powercut/powercut.py): a persisted tmpfs with numbered markers, one clean reboot,
+# then CUTS power cuts (10; make test runs 3) during syncs, between them, during the restore at boot and early in a
+# boot: after each boot one complete earlier copy, never a mix, never older than one interval plus one sync; the
+# journal's files verify. About 8 minutes.
+test-powercut: setup
+	CUTS=$(or $(CUTS),10) bash scripts/test/powercut.sh
 
 # The demo's benchmark measures one host, lab-build: its build directory (tmpfs) and its ramfs cache against its
 # disk, every test 3 times, the compile test included (about 2 minutes). `make bench-lab` measures every RAM mount of
@@ -82,6 +89,30 @@ transaction: setup
 .PHONY: transaction-persist
 transaction-persist: setup
 	bash scripts/test/transaction_persist.sh
+
+# The log purpose for real (scripts/test/log_purpose.sh): /var/log of a systemd container (logpurpose-*) on tmpfs with
+# persist; journald writing numbered lines while syncs run, each copy checked with journalctl --verify and for every
+# line logged before it; logrotate -f on the mount; a clean reboot and a power cut bring the lines back.
+.PHONY: test-log
+test-log: setup
+	bash scripts/test/log_purpose.sh
+
+# The log mount's adoption killed just before journal writes around journald's steps (out of /var/log/journal, the
+# mount, the drop-in between its restarts, the first copy, back in), each then run again; about 5 minutes.
+.PHONY: test-log-kill
+test-log-kill: setup
+	bash scripts/test/log_purpose.sh --kill 3,5,11,20,42,44,46,48,60
+
+# persist.stop_services under a real systemd (tests/transaction/persist_services.py): an interval sync copies with the
+# service stopped and starts it again; one stopped (TERM) or killed (KILL) mid-copy starts it again; a service an
+# admin stopped stays stopped; a poweroff mid-copy starts nothing, and the stop-time sync writes the last copy.
+# One container of the lab's Debian 12 image, about 10 s.
+.PHONY: transaction-persist-services
+transaction-persist-services: setup
+	bash scripts/lab/dockerd.sh
+	bash scripts/lab/images.sh bookworm >/dev/null
+	bash scripts/lab/link_collection.sh
+	$(BIN)/python tests/transaction/persist_services.py
 
 # ansible-test sanity on each supported ansible-core (requirements/sanity-core-*.txt), one venv each; 2.20 and
 # later on Debian 13's Python 3.13, in the controller container (scripts/test/controller.sh).
@@ -183,6 +214,14 @@ bench-metrics: setup
 # 3 minutes.
 bench-persist: setup
 	$(BIN)/python scripts/bench/persist.py
+
+# The cost of a consistent interval sync of a database (persist.stop_services): PostgreSQL 15 on a persisted tmpfs in a
+# systemd container of the lab image ramdisk-lab/debian:12-postgresql, pgbench running, a small (scale 1) and a ~1 GiB
+# (scale 64) database: each sync's downtime (stop, copy, start) and pgbench's lost throughput, beside the live copy;
+# then each copy, and live copies with a CHECKPOINT during them, started on their own. About 10 minutes here.
+bench-persist-database: setup
+	bash scripts/lab/dockerd.sh
+	$(BIN)/python scripts/bench/persist_database.py $(if $(SCALES),--scales $(SCALES))
 
 # survey_report on 10,000 synthetic hosts: the time to write the whole report, beside its target (10 s).
 bench-survey: setup

@@ -42,7 +42,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _zram_ste
 HEADER = "# Written by the ramdisk.provision collection: changes here are overwritten on its next run.\n"
 # Steps that act on mounts: after a reboot they have nothing left to undo or finish.
 LIVE_STEPS = ("mount", "move", "unmount", "remount", "root", "bind", "release", "copy", "systemctl_start", "sync",
-              "verify", "writeback") + _zram_steps.LIVE_STEPS + _brd_steps.LIVE_STEPS
+              "verify", "writeback", "journal_var") + _zram_steps.LIVE_STEPS + _brd_steps.LIVE_STEPS
 PIVOTS = ("mount", "move", "remount", "unmount", "systemctl_start")
 MAX_LISTED = 10
 
@@ -172,7 +172,8 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         source, source_problems = tree_digest(args["src"])
         copy, copy_problems = tree_digest(args["dest"])
         mismatches = source_problems + copy_problems + compare_trees(source, copy, "disk directory", "RAM copy",
-                                                                     b_fs_root=True)
+                                                                     b_fs_root=True,
+                                                                     dropped_xattrs=args.get("dropped_xattrs") or ())
         if mismatches:
             raise StepError("the copy of %s differs from the directory on disk in %d ways: %s"
                             % (args["path"], len(mismatches), " ".join(mismatches[:MAX_LISTED])))
@@ -492,7 +493,8 @@ def _build_mount(item, systemd, middle=()):
         stage_i = len(steps)
         steps.append({"step": "mount", "args": {"path": stage, "src": item["src"], "fstype": item["fstype"],
                                                 "options": _fill_options(item["options"]), "below": None}})
-        steps.append({"step": "copy", "args": {"path": path, "src": lower, "dest": stage}})
+        steps.append({"step": "copy", "args": {"path": path, "src": lower, "dest": stage,
+                                               "dropped_xattrs": item.get("dropped_xattrs") or []}})
         steps.append({"step": "release", "args": {"path": lower}})
         steps.append({"step": "root", "args": dict(root, path=stage)})
         pivot = len(steps)

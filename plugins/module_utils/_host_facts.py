@@ -333,6 +333,8 @@ def support_facts(filesystems, release, container, zram_devices=(), config=None,
         "tmpfs_noswap": kernel_at_least(release, (6, 4)),
         "tmpfs_quota": tmpfs_quota,
         "tmpfs_quota_from": tmpfs_quota_from,
+        # user.* extended attributes on tmpfs came with Linux 6.6; before, tmpfs keeps only trusted.* and security.*.
+        "tmpfs_user_xattrs": kernel_at_least(release, (6, 6)) and (config is None or config.get("CONFIG_TMPFS_XATTR") == "y"),
         "container": container,
         "kernel": release,
     }
@@ -497,6 +499,7 @@ def _directory_facts(path, scan_timeout):
     of a tmpfs's nr_inodes (charged there), and whether it is empty."""
     usage = tree_usage(path, scan_timeout, xattrs=True)
     return {"usage_bytes": usage["usage_bytes"], "inodes": usage["inodes"], "xattr_bytes": usage["xattr_bytes"],
+            "user_xattrs": usage["user_xattrs"],
             "complete": usage["complete"], "errors": usage["errors"], "scan_seconds": usage["seconds"],
             "empty": is_empty_dir(path)}
 
@@ -547,7 +550,7 @@ def path_facts(path, mountinfo, scan_timeout):
     entry = {
         "exists": False, "is_dir": None, "mountpoint": False, "mount_point": None, "fstype": None,
         "source": None, "usage_bytes": None, "inodes": None, "complete": None, "errors": 0, "empty": None,
-        "xattr_bytes": None, "scan_seconds": None, "uid": None, "gid": None, "mode": None, "below": None,
+        "xattr_bytes": None, "user_xattrs": None, "scan_seconds": None, "uid": None, "gid": None, "mode": None, "below": None,
     }
     if not os.path.isabs(path):
         entry["error"] = "not an absolute path"

@@ -40,6 +40,8 @@ METRICS_COLLECTOR = LIBEXEC_DIR + "/metrics/_metrics.py"
 FSTAB = "/etc/fstab"
 UNIT_DIR = "/etc/systemd/system"
 TMPFILES_DIR = "/etc/tmpfiles.d"
+# journald's drop-ins: a persisted mount that holds the journal gives journald a size limit that fits it.
+JOURNALD_DROPIN_DIR = "/etc/systemd/journald.conf.d"
 TMP_DROPIN_DIR = UNIT_DIR + "/tmp.mount.d"
 TMP_DROPIN = TMP_DROPIN_DIR + "/50-ramdisk-provision.conf"
 # The boot-time copy unit's [Install] WantedBy: enabling it makes a link here.
@@ -91,6 +93,10 @@ def seed_link(token):
 
 def tmpfiles_file(token):
     return "%s/ramdisk-provision-%s.conf" % (TMPFILES_DIR, token)
+
+
+def journald_dropin_file(token):
+    return "%s/ramdisk-provision-%s.conf" % (JOURNALD_DROPIN_DIR, token)
 
 
 def persist_conf_file(token):

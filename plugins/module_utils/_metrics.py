@@ -79,6 +79,11 @@ METRICS = {
     "ramdisk_persist_backing_bytes": ("gauge", "Bytes the backing directory held after the last successful sync."),
     "ramdisk_persist_backing_free_bytes": ("gauge", "Bytes available on the file system of the backing directory."),
     "ramdisk_persist_interval_seconds": ("gauge", "How often the persist timer syncs the mount."),
+    "ramdisk_persist_last_services_down_seconds": ("gauge", "How long the last sync attempt held the services that "
+                                                            "write the data stopped (persist.stop_services), stop and "
+                                                            "start included."),
+    "ramdisk_persist_services_left_down": ("gauge", "Services the last sync attempt stopped and could not start again "
+                                                    "(0 when all started)."),
     "ramdisk_budget_limit_bytes": ("gauge", "The RAM budget (ramdisk_ram_budget) in bytes, as the last run of the role computed it."),
     "ramdisk_budget_planned_bytes": ("gauge", "What the policy's mounts and zram swap devices may take at most, as the last run of the role counted it."),
     "ramdisk_ram_storage_used_bytes": ("gauge", "Memory the collection's RAM storage takes now: used bytes of its mounts, memory of its zram devices."),
@@ -225,6 +230,9 @@ def samples(snapshot):
         add("ramdisk_persist_backing_bytes", labels, item.get("backing_bytes"))
         add("ramdisk_persist_backing_free_bytes", labels, item.get("backing_free_bytes"))
         add("ramdisk_persist_interval_seconds", labels, item.get("interval_seconds"))
+        if item.get("services_stopped"):
+            add("ramdisk_persist_last_services_down_seconds", labels, item.get("services_down_seconds"))
+            add("ramdisk_persist_services_left_down", labels, len(item.get("services_left_down") or ()))
     host = snapshot.get("host", {})
     add("ramdisk_budget_limit_bytes", {}, host.get("budget_limit_bytes"))
     add("ramdisk_budget_planned_bytes", {}, host.get("budget_planned_bytes"))
@@ -302,6 +310,16 @@ def _columns(rows):
     return ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
 
 
+def _services_text(item):
+    """What the last sync did to the services it stopped, for ramdisk-status."""
+    if not item.get("services_stopped"):
+        return ""
+    if item.get("services_left_down"):
+        return "; %s LEFT STOPPED" % " ".join(item["services_left_down"])
+    down = item.get("services_down_seconds")
+    return "; services down %s" % ("%.1fs" % down if down is not None else "?")
+
+
 def table(snapshot):
     """The snapshot as the short text ramdisk-status prints."""
     now = snapshot.get("time") or 0
@@ -313,12 +331,13 @@ def table(snapshot):
         if item is None:
             keep = "-"
         else:
-            keep = "%s, last copy %s ago%s, %s %s, to %s%s" % (
+            keep = "%s, last copy %s ago%s, %s %s, to %s%s%s" % (
                 {"ok": "ok", "failed": "LAST SYNC FAILED", "refused": "LAST SYNC REFUSED"}.get(item.get("result"), "no sync yet"),
                 age(now - item["last_success"]) if item.get("last_success") else "never",
                 " (wrote %s)" % human(item["written_bytes"]) if item.get("written_bytes") is not None else "",
                 item.get("copies", 0), "copy" if item.get("copies") == 1 else "copies", item["backing"],
-                "; copies all, no rsync" if item.get("copy_tool") == "cp" else "")
+                "; copies all, no rsync" if item.get("copy_tool") == "cp" else "",
+                _services_text(item))
         if not mount.get("mounted"):
             rows.append((mount["path"], mount.get("backend") or "", mount.get("purpose") or "", "-", "-", "-", "-",
                          "NOT MOUNTED; " + keep if keep != "-" else "NOT MOUNTED"))
@@ -474,6 +493,10 @@ def _persisted(conf_dir, status_dir):
             item["exit_code"] = number(status.get("EXIT"))
             item["last_attempt"] = _float(status.get("FINISHED"))
             item["copy_tool"] = status.get("COPY_TOOL") or None
+            if status.get("SERVICES_STOPPED"):
+                item["services_stopped"] = status["SERVICES_STOPPED"].split()
+                item["services_down_seconds"] = _float(status.get("SERVICES_DOWN_SECONDS"))
+                item["services_left_down"] = (status.get("SERVICES_LEFT_DOWN") or "").split()
             started = _float(status.get("STARTED"))
             if started is not None and item["last_attempt"] is not None:
                 item["duration"] = round(item["last_attempt"] - started, 3)

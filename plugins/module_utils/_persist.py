@@ -21,11 +21,20 @@ import re
 import shlex
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import PERSIST_KEEP
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import PERSIST_KEEP, holds_journal
 
 # What the persist helper keeps in a backing directory; anything else there is not ours.
 BACKING_NAMES_RE = re.compile(r"^(?:current|snap-.+|\.new-.+|\.current-.+|\.persist-delta)$")
 LIVE_ACTIONS = ("ok", "remount")
+KIB = 1024
+MIB = 1024 * KIB
+# journald's bounds for one journal file (JOURNAL_FILE_SIZE_MIN, and DEFAULT_MAX_SIZE_UPPER of systemd 252).
+JOURNAL_FILE_MIN = 512 * KIB
+JOURNAL_FILE_MAX = 128 * MIB
+# journald's default cap on archived files; each sync of a journal mount archives one per active file (about 72 KiB
+# each with few entries, measured on Debian 12), so the cap is raised until the size limit is what decides.
+JOURNAL_FILES_DEFAULT = 100
+JOURNAL_FILE_FLOOR = 128 * KIB
 
 
 def unit_names(token):
@@ -190,15 +199,52 @@ def read_state(token, backing, live_path, systemd, run):
 
 
 def conf_text(entry):
-    """The record the helper reads for ENTRY (a planned mount with persist): its mount, backing, interval and the
-    copies the backing keeps."""
+    """The record the helper reads for ENTRY (a planned mount with persist): its mount, backing, interval, the
+    copies the backing keeps, and the services an interval sync stops for its copy."""
     persist = entry["persist"]
     return ("# The RAM mount and the backing directory on disk that keeps it, read by the persist helper for its units\n"
             "# and by the metrics collector (INTERVAL_SECONDS: how often the timer syncs; KEEP: how many complete\n"
-            "# copies the backing keeps, current included).\n"
-            "MOUNT=%s\nBACKING=%s\nINTERVAL_SECONDS=%d\nKEEP=%d\n"
+            "# copies the backing keeps, current included; STOP_SERVICES=1: an interval sync stops those of SERVICES\n"
+            "# that run for its copy, and starts them again).\n"
+            "MOUNT=%s\nBACKING=%s\nINTERVAL_SECONDS=%d\nKEEP=%d\nSERVICES=%s\nSTOP_SERVICES=%d\n"
             % (shlex.quote(entry["path"]), shlex.quote(persist["backing"]), int(persist.get("interval_seconds") or 0),
-               int(persist.get("keep") or PERSIST_KEEP)))
+               int(persist.get("keep") or PERSIST_KEEP), shlex.quote(" ".join(persist.get("services") or [])),
+               1 if persist.get("stop_services") and persist.get("services") else 0))
+
+
+def journald_limits(size_bytes):
+    """journald's limits for a journal mount of SIZE_BYTES: SystemMaxUse, SystemKeepFree, SystemMaxFileSize and
+    SystemMaxFiles in bytes and files, or None when the size is unknown.
+
+    The journal may take half of the mount and stops growing while less than a quarter is free: the rest is for the
+    text logs and the copies logrotate makes. journald's own defaults (10% and 15% of the file system, files of
+    8 MiB allocated at once) are computed when it first opens /var/log/journal and kept until it restarts, so a
+    mount made while it runs would keep the limits of the disk below it."""
+    if not isinstance(size_bytes, int) or isinstance(size_bytes, bool) or size_bytes <= 0:
+        return None
+    page = 4 * KIB
+    max_use = size_bytes // 2 // page * page
+    keep_free = size_bytes // 4 // page * page
+    max_file = min(max(max_use // 8 // page * page, JOURNAL_FILE_MIN), JOURNAL_FILE_MAX)
+    max_files = max(JOURNAL_FILES_DEFAULT, max_use // JOURNAL_FILE_FLOOR)
+    return {"SystemMaxUse": max_use, "SystemKeepFree": keep_free, "SystemMaxFileSize": max_file,
+            "SystemMaxFiles": max_files}
+
+
+def journald_dropin_text(entry):
+    """The journald drop-in of ENTRY (a planned mount with persist that holds the journal), or None: not a journal
+    mount, or its size is unknown (journald's own defaults apply)."""
+    if not holds_journal(entry.get("path")):
+        return None
+    size = entry.get("size_bytes") or entry.get("ram_bytes")
+    limits = journald_limits(size)
+    if limits is None:
+        return None
+    return ("# journald writes its journal into the RAM mount at %s (%d bytes): the journal may take half of it and\n"
+            "# leaves a quarter free for the other logs and logrotate's copies. journald reads this when it starts.\n"
+            "[Journal]\n" % (entry["path"], size)
+            + "".join("%s=%d\n" % (key, limits[key])
+                      for key in ("SystemMaxUse", "SystemKeepFree", "SystemMaxFileSize", "SystemMaxFiles")))
 
 
 def unit_texts(entry):
@@ -213,7 +259,24 @@ def unit_texts(entry):
     helper = paths.PERSIST_HELPER
     before = "Before=%s\n" % services if services else ""
     required = "RequiredBy=%s\n" % services if services else ""
-    values = {"path": path, "backing": backing, "interval": interval, "token": token, "helper": helper,
+    if holds_journal(path):
+        # The journal's mount: restored in early boot, before journald moves in (systemd-journal-flush.service is
+        # among the services) and before systemd-tmpfiles makes the log files; stopped, with its last sync, after
+        # journald left (the flush service's stop runs journalctl --smart-relinquish-var) and before the unmount.
+        before = ("DefaultDependencies=no\n"
+                  "After=systemd-remount-fs.service\n"
+                  "%sBefore=systemd-tmpfiles-setup.service sysinit.target shutdown.target\n"
+                  "Conflicts=shutdown.target\n" % before)
+    if persist.get("stop_services") and services:
+        priority = (
+            "# The copy runs while the helper holds %(services)s stopped, so at full speed; a sync killed\n"
+            "# meanwhile (a TERM or a KILL past TimeoutStopSec) leaves them to this, which starts them again.\n"
+            "ExecStopPost=%(helper)s resume %(token)s\n"
+            % {"services": services, "helper": paths.PERSIST_HELPER, "token": token})
+    else:
+        priority = ("# A background copy: the services that use the data come first (best-effort, so it is never "
+                    "starved).\nNice=10\nIOSchedulingClass=best-effort\nIOSchedulingPriority=7\n")
+    values = {"priority": priority, "path": path, "backing": backing, "interval": interval, "token": token, "helper": helper,
               "before": before, "required": required, "persist": names["persist"], "sync": names["sync"],
               "timer": names["timer"]}
     texts = {
@@ -249,10 +312,7 @@ def unit_texts(entry):
             "\n[Service]\n"
             "Type=oneshot\n"
             "ExecStart=%(helper)s sync %(token)s\n"
-            "# A background copy: the services that use the data come first (best-effort, so it is never starved).\n"
-            "Nice=10\n"
-            "IOSchedulingClass=best-effort\n"
-            "IOSchedulingPriority=7\n"),
+            "%(priority)s"),
         "timer": (
             "# Writes the RAM mount at %(path)s back to %(backing)s every\n"
             "# %(interval)s; started and stopped with %(persist)s (no After= on it:\n"

@@ -38,7 +38,7 @@ A kill before (4) leaves current untouched (the stage is thrown away by the next
 forward by the next sync or by the executor before it reads current. A restore never writes the backing (a full
 disk must not keep the data from the mount at boot): it copies current and applies a pending record to its copy.
 
-  persist-delta.py sync MOUNT BACKING [--keep K] [--exclude PATTERN]...
+  persist-delta.py sync MOUNT BACKING [--keep K] [--include PATTERN | --exclude PATTERN]...
                                                  prints a JSON line: generation, counts, bytes written
   persist-delta.py restore BACKING DEST [--back N]
                                                  copies current (or N generations back) into the empty DEST
@@ -48,7 +48,8 @@ disk must not keep the data from the mount at boot): it copies current and appli
 --exclude takes rsync's patterns, relative to the mount's root: a leading / anchors it there, a trailing / matches
 directories only, * and ? match within one name, ** across names; a pattern with a / is matched against the end of
 the path (journal/*/system.journal), one without against the name. An excluded entry is not copied, and a copy of it
-that current holds goes, as from an rsync into a new directory.
+that current holds goes, as from an rsync into a new directory. --include PATTERN keeps what a later --exclude would
+leave out: the first pattern that matches decides, as in rsync.
 
 PERSIST_DELTA_KILL_AT=STEP kills the process with SIGKILL at STEP (planned, staged, synced, committed, apply:N,
 applied, recorded, pruned; rollback:N): the tests' kill points (PERSIST_DELTA_KILL_SIGNAL=SIGSTOP stops it there).
@@ -156,20 +157,34 @@ def _pattern_regex(body):
     return "".join(out)
 
 
-def exclude_matcher(patterns):
-    """A function (relative path, is a directory) -> excluded, of rsync-style --exclude PATTERNS (see above)."""
+def exclude_matcher(rules):
+    """A function (relative path, is a directory) -> excluded, of rsync-style RULES (see above): each an --exclude
+    pattern, or ('+', pattern) for an --include and ('-', pattern) for an --exclude; the first that matches decides."""
     compiled = []
-    for pattern in patterns or ():
+    for rule in rules or ():
+        kind, pattern = rule if isinstance(rule, tuple) else ("-", rule)
         dirs_only = pattern.endswith("/")
         body = pattern.strip("/") if dirs_only else pattern.lstrip("/")
         if not body:
             raise SyncError("--exclude '%s' names nothing" % pattern)
         start = "^" if pattern.startswith("/") else "(?:^|.*/)"
-        compiled.append((re.compile(start + _pattern_regex(body) + "$", re.DOTALL), dirs_only))
+        compiled.append((re.compile(start + _pattern_regex(body) + "$", re.DOTALL), dirs_only, kind == "-"))
 
     def excluded(rel, is_dir):
-        return any((is_dir or not dirs_only) and regex.match(rel) for regex, dirs_only in compiled)
+        for regex, dirs_only, exclude in compiled:
+            if (is_dir or not dirs_only) and regex.match(rel):
+                return exclude
+        return False
     return excluded
+
+
+class _Filter(argparse.Action):
+    """--include and --exclude into one list, in the order given (rsync's first match decides)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        rules = list(getattr(namespace, self.dest) or [])
+        rules.append(("+" if option_string == "--include" else "-", values))
+        setattr(namespace, self.dest, rules)
 
 
 def walk(root, excluded=None):
@@ -886,7 +901,8 @@ def main(argv=None):
     one.add_argument("mount")
     one.add_argument("backing")
     one.add_argument("--keep", type=int, default=2)
-    one.add_argument("--exclude", action="append", default=[], metavar="PATTERN")
+    one.add_argument("--exclude", dest="filters", action=_Filter, default=[], metavar="PATTERN")
+    one.add_argument("--include", dest="filters", action=_Filter, default=[], metavar="PATTERN")
     one = sub.add_parser("restore")
     one.add_argument("backing")
     one.add_argument("dest")
@@ -898,7 +914,7 @@ def main(argv=None):
         if args.command == "sync":
             if args.keep < 1:
                 raise SyncError("--keep %d: keep at least 1 (current)" % args.keep)
-            report = sync(args.mount, args.backing, args.keep, args.exclude)
+            report = sync(args.mount, args.backing, args.keep, args.filters)
         elif args.command == "restore":
             report = restore(args.backing, args.dest, args.back)
         elif args.command == "verify":

@@ -31,10 +31,12 @@ import stat
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_delta
 from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import fsync_dir
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import holds_journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import (
     BACKING_NAMES_RE,
     LIVE_ACTIONS,
     conf_text,
+    journald_dropin_text,
     read_state,
     review_persist,
     unit_names,
@@ -44,6 +46,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._persist import 
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, tree_digest
 
 RUNNING = ("active", "activating", "reloading")
+JOURNALD = "systemd-journald.service"
 MAX_LISTED = 10
 
 
@@ -168,6 +171,21 @@ class PersistSteps(object):
             os.rmdir(lost)  # the RAM file system's own, empty: not data
         return {"returned": True, "entries": entries}
 
+    def do_journald(self, args):
+        """journald reads its drop-ins only when it starts (systemd 252 has no reload for it): a restart, which keeps
+        its clients' streams (they wait in systemd's file descriptor store)."""
+        if args.get("on") == "do" and self.systemd:
+            self._tool(["systemctl", "restart", JOURNALD], "Restarting journald for its new size limit")
+        return {}
+
+    def do_journal_var(self, args):
+        """journald out of /var/log/journal (relinquish) or back in (flush). Not systemd-journal-flush.service's stop:
+        its --smart-relinquish-var does nothing while /var/log/journal is on the root file system, as it is before
+        the mount."""
+        self._tool(["journalctl", "--%s" % ("relinquish-var" if args["to"] == "relinquish" else "flush")],
+                   "Moving journald %s /var/log/journal" % ("out of" if args["to"] == "relinquish" else "into"))
+        return {}
+
     def do_clear_backing(self, args):
         """The data is back on disk: the helper's copies go, and the backing directory when nothing else is in it."""
         backing = args["backing"]
@@ -219,6 +237,19 @@ class PersistSteps(object):
     def undo_clear_backing(self, args, result, same_boot):
         return True
 
+    def undo_journal_var(self, args, result, same_boot):
+        if not same_boot:
+            return True  # a new boot: journald is where the boot put it
+        rc, _out, _err = self.run_command(["journalctl", "--flush" if args["to"] == "relinquish" else "--relinquish-var"])
+        return rc == 0
+
+    def undo_journald(self, args, result, same_boot):
+        # Put before the drop-in's file step: undone after it, so journald starts again with the file as it was.
+        if args.get("on") == "undo" and self.systemd:
+            rc, _out, _err = self.run_command(["systemctl", "restart", JOURNALD])
+            return rc == 0
+        return True
+
 
 def _step(name, **args):
     return {"step": name, "args": args}
@@ -254,6 +285,10 @@ def build(item, ex, build_mount, file_step):
     stopped = ex.persist_running(persist.get("services")) if decision.get("adopt") or decision.get("release") else []
     pre = [_systemctl(["stop"] + stopped, ["start"] + stopped)] if stopped else []
     post = [_systemctl(["start"] + stopped)] if stopped else []
+    if holds_journal(path) and ex.systemd and (decision.get("adopt") or decision.get("release")):
+        # journald writes the journal mount's files: out of /var/log/journal while the mount changes, back after.
+        pre.append(_step("journal_var", to="relinquish"))
+        post.insert(0, _step("journal_var", to="flush"))
 
     if item["state"] == "absent":
         if not decision.get("release"):
@@ -281,6 +316,7 @@ def build(item, ex, build_mount, file_step):
             file_step(middle, "%s/%s%s" % (paths.PERSIST_STATE_DIR, token, suffix), None)
         # The last sync's status: the metrics collector would go on reporting a mount that is gone.
         file_step(middle, "%s/%s.status" % (paths.PERSIST_STATUS_DIR, token), None)
+        _journald_steps(middle, token, None, file_step)
         others = [name for name in _listdir(paths.PERSIST_CONF_DIR) if name.endswith(".conf") and name != token + ".conf"]
         if not others:
             file_step(middle, paths.PERSIST_HELPER, None)
@@ -296,7 +332,8 @@ def build(item, ex, build_mount, file_step):
         mount_item = dict(item, action="mount")
     middle = []
     create = []
-    for directory in (paths.LIBEXEC_DIR, paths.PERSIST_CONF_DIR):
+    journald_text = journald_dropin_text(item)
+    for directory in (paths.LIBEXEC_DIR, paths.PERSIST_CONF_DIR) + ((paths.JOURNALD_DROPIN_DIR,) if journald_text else ()):
         create.extend(missing for missing in _missing(directory) if missing not in create)
     if create:
         middle.append(_step("mkdir", create=create))
@@ -312,6 +349,8 @@ def build(item, ex, build_mount, file_step):
         changed[kind] = file_step(middle, unit_files[kind], texts[kind])
     if any(changed.values()):
         middle.append(_step("reload"))
+    # Before the services start again: journald, moved out of the mount with them, moves in with its new limits.
+    _journald_steps(middle, token, journald_text, file_step)
     unit_active, enabled = unit_state(names["persist"], True, ex.run_command) if state["unit"] else (False, False)
     timer_active = unit_state(names["timer"], True, ex.run_command)[0] if state["unit"] else False
     if decision.get("adopt") and decision.get("source") == "ram":
@@ -352,6 +391,16 @@ def build(item, ex, build_mount, file_step):
     if pivot is not None:
         pivot += len(pre)
     return pre + steps + post, pivot
+
+
+def _journald_steps(middle, token, text, file_step):
+    """The journald drop-in of the mount with TOKEN made to hold TEXT (None: removed), between two journald steps:
+    the restart after it when done, and one before it that restarts journald when the change is undone."""
+    steps = []
+    if file_step(steps, paths.journald_dropin_file(token), text):
+        middle.append(_step("journald", on="undo"))
+        middle.extend(steps)
+        middle.append(_step("journald", on="do"))
 
 
 def _missing(directory):

@@ -33,6 +33,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_steps
 from ansible_collections.ramdisk.provision.plugins.module_utils import _tmpfs_options
+from ansible_collections.ramdisk.provision.plugins.module_utils._tree import DROPPABLE_XATTRS
 
 # Directories a RAM mount must never go over: (path, whether everything under it is refused too, what it holds).
 # Hidden, the host loses what it runs from; copied in (migrate), what is written there later is gone at the next
@@ -133,10 +134,15 @@ _MPOL_RE = re.compile(
     r"^(?:default|local|prefer(?::\d+)?|bind:%s|interleave(?::%s)?|weighted-interleave(?::%s)?|"
     r"preferred-many:%s)(?:=(?:static|relative))?$" % (_NODELIST, _NODELIST, _NODELIST, _NODELIST)
 )
-PERSIST_KEYS = ("backing", "interval", "services", "keep")
+PERSIST_KEYS = ("backing", "interval", "services", "keep", "stop_services")
 PERSIST_INTERVAL = "15min"
 # Complete copies a backing keeps, current included: the one before it too, should the last sync copy a mistake.
 PERSIST_KEEP = 2
+# journald writes its persistent journal here. A persisted mount at it or above it (/var/log) is a journal mount:
+# systemd-journal-flush.service joins persist.services (its stop moves journald out of /var/log/journal, its start
+# back in), so the restore comes before journald writes there and the last sync after it left.
+JOURNAL_DIR = "/var/log/journal"
+JOURNAL_FLUSH = "systemd-journal-flush.service"
 # Where a backing copy would not outlive a reboot, or would be cleaned away.
 BACKING_REFUSED_TREES = (
     ("/proc", "a kernel file system"),
@@ -406,9 +412,14 @@ def timespan_seconds(value):
     return total
 
 
+def holds_journal(path):
+    """Whether a mount at PATH holds journald's persistent journal (PATH is /var/log/journal or a directory above it)."""
+    return isinstance(path, str) and (path == JOURNAL_DIR or _is_under(JOURNAL_DIR, path))
+
+
 def check_persist(entry, value, path):
-    """An entry's persist, normalized to {'backing', 'interval', 'interval_seconds', 'services', 'keep'}, or None when
-    off.
+    """An entry's persist, normalized to {'backing', 'interval', 'interval_seconds', 'services', 'keep',
+    'stop_services'}, or None when off.
 
     PATH is the entry's checked mount point (None when it was wrong); errors go to ENTRY.
     """
@@ -457,6 +468,13 @@ def check_persist(entry, value, path):
                 fix = "Write the unit's type too: '%s.service'." % unit
             entry.error("persist.services[%d]" % position, unit, "not a unit name", fix)
     keep = _check_keep(entry, value.get("keep"))
+    stop_services = value.get("stop_services")
+    stop_services = False if stop_services is None else _as_bool(entry, "persist.stop_services", stop_services)
+    if stop_services is True and not services:
+        entry.error("persist.stop_services", value.get("stop_services"), "set, and persist.services names no unit "
+                    "to stop for each interval sync",
+                    "Name the units that write the data in persist.services, e.g. [postgresql@15-main.service], or "
+                    "set persist.stop_services: false.")
     if path == "/tmp":
         entry.error("persist", value, "set on /tmp, and /tmp is emptied at boot by design",
                     "Set persist: null for /tmp; persist is for a data directory such as /var/lib/<name>.")
@@ -468,12 +486,15 @@ def check_persist(entry, value, path):
     entry.ok = ok and persisted
     if not persisted:
         return None
+    if holds_journal(path) and JOURNAL_FLUSH not in services:
+        services = list(services) + [JOURNAL_FLUSH]
     return {
         "backing": backing,
         "interval": interval.strip() if isinstance(interval, str) else "%gs" % seconds,
         "interval_seconds": seconds,
         "services": list(dict.fromkeys(services)),
         "keep": keep,
+        "stop_services": stop_services,
     }
 
 
@@ -823,6 +844,7 @@ def _decide(entry, facts, host, var_name, errors):
         elif entry["migrate"]:
             entry["action"] = "migrate"
             _check_migration_fits(entry, path_facts, host, where, errors)
+            _check_migration_xattrs(entry, path_facts, facts.get("support") or {}, host, where, errors)
         else:
             errors.append("Host %s: %s.path is '%s': the directory is not empty (%s in %s entries), and mounting "
                           "over it would hide that data. Set %s.migrate: true to copy it into the new tmpfs, or "
@@ -842,6 +864,7 @@ def _decide(entry, facts, host, var_name, errors):
         entry["action"] = "migrate"
         entry["refill"] = True
         _check_migration_fits(entry, below, host, where, errors)
+        _check_migration_xattrs(entry, below, facts.get("support") or {}, host, where, errors)
         return
 
     live_options = live.get("options") or []
@@ -946,6 +969,34 @@ def _check_migration_fits(entry, path_facts, host, where, errors):
                           "%d more)" % (format_size(xattr_bytes), needed - inodes) if needed > inodes else "",
                           where, needed))
         entry["action"] = "refuse"
+
+
+def _check_migration_xattrs(entry, path_facts, support, host, where, errors):
+    """The copy must keep every extended attribute, or verifying it fails after the mount was made: user.* ones need
+    tmpfs of Linux 6.6 or later, and ramfs keeps none. Those of DROPPABLE_XATTRS are left out with a warning (the
+    copy step is told), any other refuses the entry before anything changes."""
+    found = path_facts.get("user_xattrs") or {}
+    if not found or (entry["fstype"] == "tmpfs" and support.get("tmpfs_user_xattrs", True)):
+        return
+    why = ("ramfs holds no extended attributes" if entry["fstype"] == "ramfs" else
+           "tmpfs on Linux %s holds no user.* extended attributes (they need Linux 6.6 or later)"
+           % support.get("kernel", "(unknown)"))
+    kept = dict((name, found[name]) for name in found if name not in DROPPABLE_XATTRS)
+    if kept:
+        errors.append("Host %s: %s.path is '%s': %s, and the data there has %s: the copy into RAM would lose %s. "
+                      "Remove %s (setfattr -x NAME FILE), set %s.migrate: false and empty the directory, or use a "
+                      "kernel of 6.6 or later." % (
+                          host, where, entry["path"], why,
+                          ", ".join("%s (on %d %s, '%s' first)" % (name, count, "entry" if count == 1 else "entries", rel)
+                                    for name, (count, rel) in sorted(kept.items())[:5]),
+                          "them" if len(kept) > 1 else "it", "them" if len(kept) > 1 else "it", where))
+        entry["action"] = "refuse"
+        return
+    entry["dropped_xattrs"] = sorted(found)
+    entry["warnings"].append("%s: the copy into RAM leaves out %s, as %s" % (
+        entry["path"], "; ".join("%s on %d %s (%s)" % (name, count, "entry" if count == 1 else "entries",
+                                                       DROPPABLE_XATTRS[name])
+                                 for name, (count, _rel) in sorted(found.items())), why))
 
 
 def inodes_needed(path_facts):

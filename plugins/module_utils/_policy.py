@@ -36,7 +36,7 @@ MIB = 1024 * 1024
 # Stands in an error's advice for the room the RAM budget leaves, known only once every entry is counted.
 ROOM = "\0room\0"
 BACKENDS = ("tmpfs", "ramfs", "zram", "brd")
-PURPOSES = ("tmp", "build", "cache", "database", "custom")
+PURPOSES = ("tmp", "build", "cache", "database", "log", "custom")
 STATES = ("mounted", "absent")
 GATES = ("enforce", "warn", "off")
 COMMON_KEYS = (
@@ -325,6 +325,26 @@ def _normalize(where, item, host, purposes, defaults, state, mem_total, errors, 
         entry.error("persist", persist, "off for a database-purpose mount, which must never lose its data",
                     "Set persist: {backing: /var/lib/ramdisk-backing/<name>} (a directory on disk), or use "
                     "purpose custom if losing the data at a crash or reboot is acceptable.")
+    if purpose == "log" and entry_state == "mounted":
+        if not persist:
+            entry.error("persist", persist, "off for a log-purpose mount, whose logs would all go at every reboot",
+                        "Set persist: {backing: /var/lib/ramdisk-backing/log} (a directory on disk), or use purpose "
+                        "custom if the logs may go at every reboot.")
+        if backend == "ramfs":
+            entry.error("backend", backend, "ramfs for a log-purpose mount",
+                        "ramfs has no size limit, so a flood of log lines (any user can log) could take all RAM; "
+                        "use backend tmpfs or zram.")
+    if purpose == "database" and isinstance(persist, dict) and persist.get("stop_services") is None:
+        # A copy of a running database's files is not one it can start from: each interval sync stops the
+        # services that write it, unless the entry says otherwise.
+        if entry_state == "mounted" and not persist.get("services"):
+            entry.error("persist.services", persist.get("services"), "empty for a database-purpose mount, whose "
+                        "interval syncs stop these services so that each copy is consistent (persist.stop_services "
+                        "is true by default for this purpose)",
+                        "Name the database's units, e.g. persist.services: [postgresql@15-main.service], or set "
+                        "persist.stop_services: false to copy the live files (a copy the database may not start "
+                        "from).")
+        values["persist"] = dict(persist, stop_services=True)
     if backend == "zram" and values.get("name") is not None and not isinstance(values.get("name"), str):
         entry.error("name", values.get("name"), "not a device name", "Use a short name such as build.")
 

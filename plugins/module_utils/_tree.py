@@ -27,9 +27,18 @@ XATTR_OVERHEAD = 41
 _UNCHARGED_XATTRS = ("system.posix_acl_access", "system.posix_acl_default")
 
 
-def xattr_space(path):
+# Extended attributes that a copy into a RAM file system that cannot hold them may leave behind, each with what it is.
+# The migrate leaves them out (with a warning) rather than refusing, as any copy to such a file system does.
+DROPPABLE_XATTRS = {
+    "user.crtime_usec": "journald's record of when it made a journal file, which it does without on file systems "
+                        "that cannot hold it",
+}
+
+
+def xattr_space(path, user_names=None, rel=None):
     """What the extended attributes of PATH (not followed) would take of a tmpfs's inode space; None when the
-    file system has none."""
+    file system has none. USER_NAMES: a dict that counts each user.* name met, with the first entry (REL) that has
+    it: {name: [count, rel]}."""
     try:
         names = os.listxattr(path, follow_symlinks=False)
     except OSError as exc:
@@ -38,6 +47,8 @@ def xattr_space(path):
     for name in names:
         if name in _UNCHARGED_XATTRS:
             continue
+        if user_names is not None and name.startswith("user."):
+            user_names.setdefault(name, [0, rel])[0] += 1
         try:
             value = os.getxattr(path, name, follow_symlinks=False)
         except OSError:
@@ -54,12 +65,13 @@ def tree_usage(root, timeout=None, xattrs=False):
     other file systems). When ``timeout`` seconds pass the walk stops and complete is False,
     so the figures are a lower bound. Unreadable directories are counted in errors.
     XATTRS: also sum in xattr_bytes what the entries' extended attributes would take of a
-    tmpfs's inode space (xattr_space(), each inode once); None when not asked.
+    tmpfs's inode space (xattr_space(), each inode once), and count in user_xattrs each user.*
+    attribute's name with the first entry that has it ({name: [count, relative path]}); None when not asked.
     """
     started = time.monotonic()
     deadline = None if timeout is None else started + max(float(timeout), 0.0)
     result = {"usage_bytes": 0, "inodes": 0, "complete": True, "errors": 0, "seconds": 0.0,
-              "xattr_bytes": None}
+              "xattr_bytes": None, "user_xattrs": None}
     try:
         root_stat = os.lstat(root)
     except OSError:
@@ -69,7 +81,8 @@ def tree_usage(root, timeout=None, xattrs=False):
 
     blocks = root_stat.st_blocks
     inodes = 1
-    xattr_bytes = (xattr_space(root) if xattrs else None)
+    user_xattrs = {} if xattrs else None
+    xattr_bytes = (xattr_space(root, user_xattrs, ".") if xattrs else None)
     # A file system without extended attributes answers once for all its entries.
     xattrs = xattrs and xattr_bytes is not None
     errors = 0
@@ -117,7 +130,8 @@ def tree_usage(root, timeout=None, xattrs=False):
                     inodes += 1
                     blocks += st.st_blocks
                     if xattrs:
-                        xattr_bytes += xattr_space(path + "/" + entry.name) or 0
+                        child = path + "/" + entry.name
+                        xattr_bytes += xattr_space(child, user_xattrs, child[len(root) + 1:]) or 0
                     budget -= 1
                     if budget <= 0:
                         budget = _CLOCK_EVERY
@@ -138,6 +152,7 @@ def tree_usage(root, timeout=None, xattrs=False):
         errors=errors,
         seconds=round(monotonic() - started, 6),
         xattr_bytes=xattr_bytes,
+        user_xattrs=user_xattrs if xattrs else None,
     )
     return result
 
@@ -268,9 +283,12 @@ _FIELD_WORDS = (
 )
 
 
-def compare_trees(a, b, a_name="source", b_name="destination", mtime=True, root_mtime=False, b_fs_root=False):
+def compare_trees(a, b, a_name="source", b_name="destination", mtime=True, root_mtime=False, b_fs_root=False,
+                  dropped_xattrs=()):
     """Plain sentences for every difference between two tree_digest() maps.
 
+    DROPPED_XATTRS: names of extended attributes that B may lack where A has them (the plan found that B's file
+    system cannot hold them, and that each is one of DROPPABLE_XATTRS).
     The root's mtime is skipped unless root_mtime: copying into a directory changes it.
     b_fs_root: B is the root of its own file system, so an empty lost+found directory there that A lacks is
     the file system's own (mkfs.ext4 makes it), not a difference.
@@ -303,6 +321,8 @@ def compare_trees(a, b, a_name="source", b_name="destination", mtime=True, root_
         left_x, right_x = left.get("xattrs") or {}, right.get("xattrs") or {}
         for name in sorted(set(left_x) | set(right_x)):
             if name not in right_x:
+                if name in dropped_xattrs:
+                    continue
                 sentences.append(_cap("%s has extended attribute %s in the %s but not in the %s." % (
                     label, name, a_name, b_name)))
             elif name not in left_x:

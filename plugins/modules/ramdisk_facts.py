@@ -143,6 +143,9 @@ ansible_facts:
             - C(xattr_bytes) is what the entries' extended attributes would take of a tmpfs's C(nr_inodes), which
               tmpfs counts as 1 KiB an inode (names, values and 41 bytes each; POSIX ACLs cost tmpfs nothing);
               null where the file system has no extended attributes.
+            - C(user_xattrs) maps each C(user.*) extended attribute's name met in the tree to how many entries have
+              it and the first of them (relative to the path), as a list of the two. tmpfs keeps those from Linux
+              6.6 only, so a migrate before that would lose them; null where C(xattr_bytes) is.
             - C(below), for an empty RAM mount at the path, is what the directory under it holds on disk, with the
               same keys (C(exists), C(is_dir), C(empty), C(usage_bytes), C(inodes), ...), seen through a detached
               copy of the parent's mount that nobody else sees (open_tree(2), Linux 5.2); null otherwise, or when
@@ -160,6 +163,7 @@ ansible_facts:
               usage_bytes: 1232896
               inodes: 41
               xattr_bytes: 0
+              user_xattrs: {}
               complete: true
               errors: 0
               empty: false
@@ -214,6 +218,8 @@ ansible_facts:
             - C(zram_algorithms) are those the first zram device offers; empty when there is no zram device.
             - C(tmpfs_quota) is whether tmpfs takes quotas (C(usrquota)); C(tmpfs_quota_from) says what told, the
               kernel's answer to an fsopen probe that mounts nothing, else its config, else its version.
+            - C(tmpfs_user_xattrs) is whether tmpfs keeps C(user.*) extended attributes (Linux 6.6 and later, with
+              CONFIG_TMPFS_XATTR).
           type: dict
           returned: always
           sample:
@@ -225,6 +231,7 @@ ansible_facts:
             tmpfs_noswap: true
             tmpfs_quota: true
             tmpfs_quota_from: CONFIG_TMPFS_QUOTA=y in the kernel's config
+            tmpfs_user_xattrs: true
             container: null
             kernel: 6.8.0-45-generic
         zram:

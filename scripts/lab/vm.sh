@@ -2,13 +2,16 @@
 # Runs the lab VM: the image from scripts/lab/vm_image.sh booted under qemu software emulation (TCG),
 # on a throw-away qcow2 overlay so every `up` starts from the clean image, reached by SSH on a port
 # that qemu's user-mode network forwards from 127.0.0.1.
-# Usage: scripts/lab/vm.sh up|down|status|ssh [command...]
+# Usage: scripts/lab/vm.sh up|down|cut|poweron|status|ssh [command...]
 #   up      build the image if its recipe changed, boot, wait for SSH; the last line is the port
 #   down    stop the VM and drop its overlay (safe to call at any time)
+#   cut     a power cut: qemu killed at once, no shutdown; the overlay stays, with what the guest flushed
+#   poweron boot again on the overlay left by cut, wait for SSH; the last line is the port
 #   status  exit 0 and print pid and port when the VM runs, exit 3 when it does not
 #   ssh     ssh to the VM as root with the lab key
 # Environment: VM_NAME (debian12-vm), VM_PORT (2222; the next free one is taken if busy), VM_MEMORY
-# (1536, MiB), VM_CPUS (1), VM_BOOT_TIMEOUT (300, seconds to wait for SSH).
+# (1536, MiB), VM_CPUS (1), VM_BOOT_TIMEOUT (300, seconds to wait for SSH), VM_WAIT (no: up and poweron return
+# once qemu runs, without waiting for SSH; the power-cut test cuts a boot before it gets there).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -44,16 +47,22 @@ serial_tail() {
 }
 
 boot() {
-  local port=$1
-  rm -f "$OVERLAY" "$PIDFILE"
-  # The overlay names its base relative to itself: the run directory moves with the checkout.
-  qemu-img create -q -f qcow2 -b ../../debian12.img -F raw "$OVERLAY"
+  local port=$1 keep=${2:-}
+  rm -f "$PIDFILE"
+  if [[ -z $keep ]]; then
+    rm -f "$OVERLAY"
+    # The overlay names its base relative to itself: the run directory moves with the checkout.
+    qemu-img create -q -f qcow2 -b ../../debian12.img -F raw "$OVERLAY"
+  fi
   # -daemonize does not go with -nographic: no display, the serial console into a file instead.
   # restrict=on: the guest reaches nothing outside qemu; only the forwarded SSH port comes in.
   # No -no-reboot: a reboot in the guest resets the machine and qemu boots the same kernel again.
   # One vCPU: with two, a module run took a third longer here and boot was no quicker (cross-CPU TLB
   # flushes under TCG; unsynchronised TSCs leave the guest the slow HPET clock).
-  # Root on NVMe, built into the kernel: no initrd (scripts/lab/vm_image.sh).
+  # Root on NVMe, built into the kernel: no initrd (scripts/lab/vm_image.sh). The disk keeps qemu's default
+  # cache (writeback): the guest sees a volatile write cache and flushes it, and a flush reaches the host's page
+  # cache, which outlives qemu; so a cut (kill -9 of qemu) loses what the guest wrote but did not flush, as a
+  # power cut does.
   qemu-system-x86_64 -name "$NAME" -accel tcg -smp "${VM_CPUS:-1}" -m "${VM_MEMORY:-1536}" \
     -nodefaults -display none -serial "file:$SERIAL" -monitor none \
     -kernel "$IMAGES/vmlinuz" \
@@ -64,20 +73,24 @@ boot() {
 }
 
 up() {
-  local pid port tries deadline
+  local pid port tries deadline keep=${1:-}
   if pid=$(running_pid); then
     say "$NAME already runs (pid $pid)"
     cat "$PORTFILE"
     return
   fi
-  bash scripts/lab/vm_image.sh
+  if [[ -n $keep ]]; then
+    [[ -f $OVERLAY ]] || die "$NAME has no disk to power on again: scripts/lab/vm.sh up"
+  else
+    bash scripts/lab/vm_image.sh
+  fi
   command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: apt-get install qemu-system-x86 qemu-utils"
   mkdir -p "$RUN"
   port=${VM_PORT:-2222}
   # Take the first free port from VM_PORT up; another process may grab it first, so retry.
   for tries in 1 2 3 4 5 6 7 8 9 10; do
     while port_busy "$port"; do port=$((port + 1)); done
-    if boot "$port"; then break; fi
+    if boot "$port" "$keep"; then break; fi
     if ! grep -q 'hostfwd\|host forwarding' "$RUN/qemu.err" || ((tries == 10)); then
       die "qemu did not start: $(cat "$RUN/qemu.err")"
     fi
@@ -86,6 +99,10 @@ up() {
   echo "$port" >"$PORTFILE"
   pid=$(cat "$PIDFILE")
   say "booting $NAME (pid $pid, ssh on 127.0.0.1:$port, serial log $SERIAL)"
+  if [[ ${VM_WAIT:-yes} == no ]]; then
+    echo "$port"
+    return
+  fi
   local started=$SECONDS
   deadline=$((SECONDS + ${VM_BOOT_TIMEOUT:-300}))
   until vm_ssh true 2>/dev/null; do
@@ -120,6 +137,16 @@ down() {
   rm -f "$OVERLAY" "$PIDFILE" "$PORTFILE"
 }
 
+# A power cut: SIGKILL, so qemu neither shuts the guest down nor writes out anything the guest did not flush.
+cut() {
+  local pid _
+  pid=$(running_pid) || die "$NAME is not running"
+  kill -9 "$pid"
+  for _ in {1..50}; do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$PIDFILE" "$PORTFILE"
+  say "cut the power of $NAME (pid $pid); its disk stays for: scripts/lab/vm.sh poweron"
+}
+
 status() {
   local pid
   if pid=$(running_pid); then
@@ -133,7 +160,9 @@ status() {
 case ${1:-} in
   up) up ;;
   down) down ;;
+  cut) cut ;;
+  poweron) up keep ;;
   status) status ;;
   ssh) shift; running_pid >/dev/null || die "$NAME is not running: scripts/lab/vm.sh up"; vm_ssh "$@" ;;
-  *) echo "usage: $0 up|down|status|ssh [command...]" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|cut|poweron|status|ssh [command...]" >&2; exit 2 ;;
 esac

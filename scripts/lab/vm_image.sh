@@ -10,8 +10,9 @@ cd "$(dirname "$0")/../.."
 
 SUITE=bookworm
 # dbus: shutdown and systemctl reboot ask logind over D-Bus, and fail without it. The network is
-# systemd-networkd's (in systemd): no ifupdown or DHCP client scripts to run at every boot.
-PACKAGES=linux-image-cloud-amd64,initramfs-tools,openssh-server,systemd-sysv,udev,dbus,python3,sudo,kmod,e2fsprogs,xfsprogs,util-linux,procps,fio
+# systemd-networkd's (in systemd): no ifupdown or DHCP client scripts to run at every boot. rsync: persist's
+# incremental syncs (the collection does not install it); logrotate: the power-cut test's /var/log.
+PACKAGES=linux-image-cloud-amd64,initramfs-tools,openssh-server,systemd-sysv,udev,dbus,python3,sudo,kmod,e2fsprogs,xfsprogs,util-linux,procps,fio,rsync,logrotate
 HOSTNAME_VM=debian12-vm
 SIZE=3G
 OUT=.cache/vm
@@ -23,6 +24,9 @@ STAMP=$OUT/debian12.recipe
 source "$(dirname "$0")/mirror.sh"
 
 mkdir -p "$OUT"
+# One build at a time: make test's lanes may both ask for the image (molecule vm, the power-cut test).
+exec 8>"$OUT/.build.lock"
+flock 8
 # One key pair for the lab, made once: the image's authorized_keys carries its public half.
 if [[ ! -f $KEY || ! -f $KEY.pub ]]; then
   rm -f "$KEY" "$KEY.pub"

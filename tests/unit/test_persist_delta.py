@@ -498,6 +498,12 @@ def test_exclude_takes_rsync_patterns_relative_to_the_mount(delta, pattern, rel,
     assert delta.exclude_matcher([pattern])(rel, is_dir) is excluded
 
 
+def test_the_first_matching_include_or_exclude_decides(delta):
+    excluded = delta.exclude_matcher([("+", "*@*.journal"), ("-", "*.journal")])
+    assert [excluded(rel, False) for rel in ("j/a/system.journal", "j/a/system@0001-02.journal", "j/a/other")] == [
+        True, False, False]
+
+
 def test_an_excluded_entry_is_not_copied_and_its_old_copy_goes(setup):
     journal = os.path.join(setup.src, "journal", "abc")
     write(os.path.join(journal, "system.journal"), b"active")
@@ -505,8 +511,8 @@ def test_an_excluded_entry_is_not_copied_and_its_old_copy_goes(setup):
     write(os.path.join(journal, "user-1000.journal"), b"active too")
     setup.first_copy()
     write(os.path.join(journal, "system@2.journal"), b"archived later")
-    report = setup.run("sync", setup.src, setup.backing, "--exclude", "journal/*/system.journal",
-                       "--exclude", "journal/*/user-*.journal")
+    report = setup.run("sync", setup.src, setup.backing, "--include", "journal/*/system@*", "--exclude",
+                       "journal/*/system*.journal", "--exclude", "journal/*/user-*.journal")
     assert report["result"] == "ok"
     assert sorted(os.listdir(os.path.join(setup.current(), "journal", "abc"))) == [
         "system@1.journal", "system@2.journal"]

@@ -4,11 +4,14 @@
 # systemd runs it at boot, at shutdown and from a timer: ramdisk-persist-TOKEN.service runs restore when
 # it starts (before the services that use the data) and sync when it stops (after them), and
 # ramdisk-persist-sync-TOKEN.timer runs sync every interval. TOKEN names /etc/ramdisk-provision/persist/TOKEN.conf,
-# which gives MOUNT, BACKING and KEEP (how many complete copies the backing keeps, current included; 2 if unset).
+# which gives MOUNT, BACKING, KEEP (how many complete copies the backing keeps, current included; 2 if unset), and
+# SERVICES and STOP_SERVICES (1: a sync stops those of SERVICES that run for its copy, and starts them again).
 #
 #   persist restore TOKEN   fill an empty MOUNT from BACKING/current; a MOUNT that holds data is newer: kept
 #   persist sync TOKEN      write MOUNT's changes into BACKING/current (the first time: copy MOUNT to
 #                           BACKING/snap-STAMP and point BACKING/current at it)
+#   persist resume TOKEN    start the services a sync killed while it held them stopped left stopped (the sync
+#                           service's ExecStopPost)
 #
 # A sync writes only what changed: its copy, persist-delta.py beside this script (the collection's
 # _persist_delta.py, run with python3, which needs no rsync), stages the new and changed entries under
@@ -28,6 +31,21 @@
 # 3, while BACKING holds a copy and this mount of MOUNT was not restored from it (the backing is the newer
 # one), or MOUNT holds nothing.
 #
+# journald's files are copied only when closed. While journald writes into MOUNT (a log mount), a sync first has it
+# write what it was sent (journalctl --sync) and close its files (journalctl --rotate archives each as
+# NAME@....journal, which journald never writes again), and leaves out the active files it opens anew (a .journal
+# name without '@'); the next sync's rotation archives their entries.
+# Once journald left MOUNT (at shutdown, systemd-journal-flush.service's stop runs journalctl --smart-relinquish-var
+# before the last sync), every file is closed and copied.
+#
+# A copy of a database's files taken while it writes them is not one it can start from. With STOP_SERVICES=1 a
+# sync stops those of SERVICES that run just before its copy and starts them again right after it, also when the
+# copy failed or the sync was stopped (TERM), and records how long they were down. Which it stopped is written to
+# /run first, so that a sync killed outright leaves them to "persist resume" (the sync service's ExecStopPost) or
+# to the next sync. A service that was not running stays stopped; nothing is started while the system shuts down
+# (the stop-time sync, after the services, makes the last copy), nor against a stop queued meanwhile. At the
+# stop-time sync the services have stopped already (the persist unit is ordered before them): it stops nothing.
+#
 # Each sync attempt, done or not, is recorded in /var/lib/ramdisk-provision/persist/TOKEN.status (result, exit
 # status, start and end, how it copied, and the figures of the last successful one); then the metrics collector
 # runs when it is installed (ramdisk_metrics: true), so its figures show the attempt at once.
@@ -40,17 +58,18 @@ metrics_collector=/usr/local/libexec/ramdisk-provision/metrics/_metrics.py
 delta_helper=/usr/local/libexec/ramdisk-provision/persist-delta.py
 started=$(date +%s.%N)
 stamp='' sync_bytes='' backing_bytes='' written_bytes='' copy='' copy_tool='' made_dir='' made_link='' deltas=''
+services_stopped='' services_down_since='' services_down_seconds='' services_left_down='' terminated=''
 
 say() { echo "persist ${token:-}: $*" >&2; }
 die() { say "$*"; exit "${2:-1}"; }
 
-[ $# -eq 2 ] || die "usage: persist restore|sync TOKEN" 2
+[ $# -eq 2 ] || die "usage: persist restore|sync|resume TOKEN" 2
 command=$1
 token=$2
 case $token in */*|.*|'') die "'$token' is not a token" 2 ;; esac
 conf=$conf_dir/$token.conf
 [ -r "$conf" ] || die "$conf is missing"
-MOUNT='' BACKING='' KEEP=''
+MOUNT='' BACKING='' KEEP='' SERVICES='' STOP_SERVICES=''
 # shellcheck source=/dev/null
 . "$conf"
 if [ -z "$MOUNT" ] || [ -z "$BACKING" ]; then
@@ -67,7 +86,8 @@ esac
 # successful sync are kept across failed ones. Never changes the exit status of the helper.
 record_sync() {
   code=$1
-  case $code in 0) result=ok ;; 3) result=refused ;; *) result=failed ;; esac
+  # 4: the copy became current, and a service it stopped did not start again.
+  case $code in 0|4) result=ok ;; 3) result=refused ;; *) result=failed ;; esac
   status=$status_dir/$token.status
   if mkdir -p "$status_dir" && tmp=$(mktemp "$status.XXXXXX"); then
     {
@@ -79,7 +99,12 @@ record_sync() {
         echo "COPY=$copy"
         echo "COPY_TOOL=$copy_tool"
       fi
-      if [ "$code" -eq 0 ]; then
+      if [ -n "$services_stopped" ]; then
+        echo "SERVICES_STOPPED='$services_stopped'"
+        echo "SERVICES_DOWN_SECONDS=$services_down_seconds"
+        echo "SERVICES_LEFT_DOWN='$services_left_down'"
+      fi
+      if [ "$result" = ok ]; then
         echo "LAST_OK_SNAPSHOT=snap-$stamp"
         echo "LAST_OK_FINISHED=$(date +%s.%N)"
         echo "LAST_OK_BYTES=$sync_bytes"
@@ -93,10 +118,14 @@ record_sync() {
       rm -f "$tmp"
     fi
   fi
+  collect_metrics
+  return 0
+}
+
+collect_metrics() {
   if [ -r "$metrics_collector" ]; then
     python3 "$metrics_collector" collect >/dev/null 2>&1 || say "the metrics collector failed"
   fi
-  return 0
 }
 
 # The end of a sync attempt: a copy that did not become current goes (current never points at it), then the
@@ -110,11 +139,89 @@ finish_sync() {
       fi
     done
   fi
+  start_services
+  # A copy that became current, with a service that did not start again: the unit fails, so that it shows.
+  if [ "$code" -eq 0 ] && [ -n "$services_left_down" ] && ! shutting_down; then
+    code=4
+  fi
   record_sync "$code"
+  exit "$code"
+}
+
+shutting_down() {
+  [ "$(systemctl is-system-running 2>/dev/null || :)" = stopping ]
+}
+
+# Stops those of SERVICES that run (active, reloading or starting), after writing their names to the record that
+# start_services reads; a service an admin stopped is not in it, so it stays stopped.
+stop_services() {
+  [ "$STOP_SERVICES" = 1 ] && [ -n "$SERVICES" ] || return 0
+  running=''
+  for unit in $SERVICES; do
+    case $(systemctl show -p ActiveState --value -- "$unit" 2>/dev/null || :) in
+      active|reloading|activating) running="$running $unit" ;;
+    esac
+  done
+  running=${running# }
+  [ -n "$running" ] || return 0
+  if ! { record=$(mktemp "$stopped.XXXXXX") && echo "$running" >"$record" && mv -f "$record" "$stopped"; }; then
+    die "could not write $stopped, the record of the services this sync stops: $running not stopped"
+  fi
+  services_stopped=$running
+  services_down_since=$(date +%s.%N)
+  # shellcheck disable=SC2086 # unit names, checked by the role: no spaces or wildcards
+  systemctl stop -- $running || die "could not stop $running for a consistent copy of $MOUNT"
+  say "stopped $running for the copy"
+}
+
+# Starts the services of the record (this sync's, or those a sync killed earlier left stopped), unless the system
+# is shutting down; then removes the record. One that fails to start is named in the status and the journal. A sync
+# stopped by systemd (TERM) keeps the record when it cannot read it or start them: systemd's TERM also reaches the
+# processes its trap starts, until it has signalled every process of the unit; then the sync service's
+# ExecStopPost, which runs once none is left, starts them (persist resume).
+# shellcheck disable=SC2086 # unit names, checked by the role: no spaces or wildcards
+start_services() {
+  [ -e "$stopped" ] || return 0
+  units=$(cat "$stopped") || units=''
+  [ -n "$services_stopped" ] || services_stopped=$units
+  keep_record=''
+  if [ -z "$units" ]; then
+    keep_record=$terminated
+    services_left_down=$services_stopped
+  elif shutting_down; then
+    services_left_down=$units
+    say "the system is shutting down: $units stay stopped"
+  # --job-mode=fail: never reverses a stop queued meanwhile (an admin's, a shutdown's, the persist unit's own).
+  elif systemctl start --job-mode=fail -- $units; then
+    say "started $units again"
+  else
+    services_left_down=$units
+    keep_record=$terminated
+    say "could not start $units again after the copy: see systemctl status $units"
+  fi
+  if [ -n "$services_down_since" ]; then
+    services_down_seconds=$(awk -v a="$services_down_since" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }') \
+      || services_down_seconds=''
+  fi
+  [ -n "$keep_record" ] || rm -f "$stopped"
+}
+
+# After persist resume: the status of the sync that left the record says which services are still stopped.
+note_resumed() {
+  status=$status_dir/$token.status
+  grep -q '^SERVICES_LEFT_DOWN=' "$status" 2>/dev/null || return 0
+  if tmp=$(mktemp "$status.XXXXXX"); then
+    if LEFT=$services_left_down awk '/^SERVICES_LEFT_DOWN=/ { $0 = "SERVICES_LEFT_DOWN=\047" ENVIRON["LEFT"] "\047" }
+        { print }' "$status" >"$tmp" && chmod 0644 "$tmp" && mv -f "$tmp" "$status"; then
+      collect_metrics
+    else
+      rm -f "$tmp"
+    fi
+  fi
 }
 if [ "$command" = sync ]; then
   trap 'finish_sync $?' EXIT
-  trap 'exit 143' TERM
+  trap 'terminated=1; exit 143' TERM
   trap 'exit 130' INT
 fi
 
@@ -126,9 +233,27 @@ restored=$state_dir/$token.restored
 # In MOUNT while a restore copies in, so that a restore cut short is emptied and done again, never synced.
 partial=$MOUNT/.ramdisk-persist-partial
 
+# The services a sync stopped, while they are stopped (see stop_services).
+stopped=$state_dir/$token.stopped
+
 # One restore or sync of a mount at a time (the timer's sync and the stop-time sync may meet).
 exec 9>"$state_dir/$token.lock"
 flock 9
+
+if [ "$command" = resume ]; then
+  [ -e "$stopped" ] || exit 0
+  say "a sync was killed while it held $(cat "$stopped") stopped"
+  start_services
+  note_resumed
+  [ -z "$services_left_down" ] || exit 1
+  exit 0
+fi
+# A sync killed outright while it held services stopped, outside systemd: start them before anything else.
+if [ "$command" = sync ] && [ -e "$stopped" ]; then
+  say "a sync was killed while it held $(cat "$stopped") stopped"
+  start_services
+  services_stopped='' services_down_seconds='' services_left_down=''
+fi
 
 mountpoint -q "$MOUNT" || die "$MOUNT is not a mount point: refusing to touch the directory under it"
 [ -d "$BACKING" ] || die "the backing directory $BACKING is missing"
@@ -153,6 +278,22 @@ rsync_usable() {
     ''|*'no ACLs'*|*'no xattrs'*) return 1 ;;
   esac
   return 0
+}
+
+# Whether journald has files of MOUNT open (it writes its journal there). A host without journald has none.
+journald_writes_here() {
+  pid=$(systemctl show -p MainPID --value systemd-journald.service 2>/dev/null) || return 1
+  case $pid in ''|0|*[!0-9]*) return 1 ;; esac
+  [ -n "$(find "/proc/$pid/fd" -lname "$MOUNT/*.journal" -print -quit 2>/dev/null)" ]
+}
+
+# Before the copy: journald's open files of MOUNT closed, and the files it writes after that left out of the copy.
+journal_excludes=''
+close_journal() {
+  journald_writes_here || return 0
+  # --sync first: journald writes what it has been sent so far, so every line logged before the sync is in the copy.
+  { journalctl --sync && journalctl --rotate; } || die "journalctl --rotate failed, so the journal files journald writes in $MOUNT cannot be closed for the copy; $BACKING/current is unchanged"
+  journal_excludes=yes
 }
 
 # The copy that writes only what changed: python3 and persist-delta.py.
@@ -213,6 +354,7 @@ sync_back() {
     case $previous in */*) previous='' ;; snap-*) ;; *) previous='' ;; esac
     [ -z "$previous" ] || [ -d "$BACKING/$previous" ] || previous=''
   fi
+  close_journal
   if [ -n "$previous" ] && delta_usable; then
     sync_delta
     return
@@ -221,6 +363,7 @@ sync_back() {
   stamp=$(date -u +%Y%m%dT%H%M%S.%NZ)
   new=$BACKING/.new-$stamp
   made_dir=$new
+  stop_services
   if rsync_usable; then
     copy_tool=rsync
     copy=full
@@ -232,7 +375,8 @@ sync_back() {
     # -a -H -A -X --numeric-ids --sparse: what cp -a keeps (owners by number, modes, times, hard links, ACLs,
     # xattrs, holes, devices and other special files, the root's own owner and mode), access times aside.
     # --modify-window=-1: a file is unchanged only with the same modification time to the nanosecond.
-    rsync -aHAX --numeric-ids --sparse --modify-window=-1 ${link:+"$link"} "$MOUNT/" "$new" \
+    rsync -aHAX --numeric-ids --sparse --modify-window=-1 ${link:+"$link"} \
+      ${journal_excludes:+"--include=*@*.journal"} ${journal_excludes:+"--exclude=*.journal"} "$MOUNT/" "$new" \
       || die "copying $MOUNT to $new failed (rsync exit status $?); $BACKING/current is unchanged"
   else
     say "rsync is not installed, or lacks ACL or xattr support: copying all of $MOUNT"
@@ -240,7 +384,9 @@ sync_back() {
     copy=full
     cp -a --no-target-directory "$MOUNT/." "$new" \
       || die "copying $MOUNT to $new failed (cp exit status $?); $BACKING/current is unchanged"
+    [ -z "$journal_excludes" ] || find "$new" -type f -name '*.journal' ! -name '*@*' -delete
   fi
+  start_services
   # syncfs: every file of the copy is on disk before it becomes current.
   sync -f "$new"
   mv -T "$new" "$BACKING/snap-$stamp"
@@ -288,15 +434,20 @@ sync_back() {
   say "synced $MOUNT to $BACKING/snap-$stamp ($copy copy, $written_bytes bytes written)"
 }
 
-# A sync by the copy: current (snapshot $previous) updated in place, under its commit record.
+# A sync by the copy: current (snapshot $previous) updated in place, under its commit record. The services stay
+# stopped (STOP_SERVICES) until the changes are on disk.
 sync_delta() {
   copy_tool=persist-delta
   copy=incremental
   stamp=${previous#snap-}
-  report=$(python3 "$delta_helper" sync "$MOUNT" "$BACKING" --keep "$keep") || {
+  stop_services
+  # The journal files journald opened anew after its rotation: left out, as from the copy below.
+  report=$(python3 "$delta_helper" sync "$MOUNT" "$BACKING" --keep "$keep" \
+    ${journal_excludes:+"--include=*@*.journal"} ${journal_excludes:+"--exclude=*.journal"}) || {
     error=$(printf '%s\n' "$report" | sed -n 's/.*"error": "\(.*\)"}$/\1/p')
     die "copying the changes of $MOUNT into $BACKING/current failed: ${error:-persist-delta.py failed}"
   }
+  start_services
   identity >"$restored"
   written_bytes=$(report_number written_bytes "$report")
   deltas=$(report_number reverse_deltas "$report")
@@ -352,5 +503,5 @@ spared() {
 case $command in
   restore) restore ;;
   sync) sync_back ;;
-  *) die "usage: persist restore|sync TOKEN" 2 ;;
+  *) die "usage: persist restore|sync|resume TOKEN" 2 ;;
 esac

@@ -184,6 +184,33 @@ def test_table_says_when_syncs_copy_everything():
     assert not any(line.startswith("ramdisk_persist_last_sync_written_bytes{") for line in found)
 
 
+@pytest.mark.parametrize("stopped, down, left, text, samples", [
+    (None, None, None, "/backing", {}),
+    ("db.service", 3.25, "", "/backing; services down 3.2s", {"down_seconds": "3.25", "left_down": "0"}),
+    ("db.service app.service", 9.0, "db.service", "/backing; db.service LEFT STOPPED",
+     {"down_seconds": "9.0", "left_down": "1"}),
+])
+def test_the_services_a_sync_stopped_show(tmp_path, stopped, down, left, text, samples):
+    backing = tmp_path / "backing"
+    (backing / "snap-20261124T054848.000000000Z").mkdir(parents=True)
+    (backing / "current").symlink_to("snap-20261124T054848.000000000Z")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "status").mkdir()
+    (tmp_path / "conf" / "t.conf").write_text("MOUNT=/srv/db\nBACKING=%s\n" % backing)
+    status = "RESULT=ok\nEXIT=0\nSTARTED=1.0\nFINISHED=2.0\n"
+    if stopped:
+        status += "SERVICES_STOPPED='%s'\nSERVICES_DOWN_SECONDS=%s\nSERVICES_LEFT_DOWN='%s'\n" % (stopped, down, left)
+    (tmp_path / "status" / "t.status").write_text(status)
+    (item,) = m._persisted(str(tmp_path / "conf"), str(tmp_path / "status"))
+    snap = dict(SNAPSHOT, mounts=[{"path": "/srv/db", "backend": "tmpfs", "purpose": "database", "mounted": True,
+                                   "size_bytes": MIB, "used_bytes": 0}], persist=[item])
+    assert [line for line in m.table(snap).splitlines() if line.startswith("/srv/db")][0].endswith(text)
+    found = dict((line.split("{")[0][len("ramdisk_persist_"):], line.rsplit(" ", 1)[1])
+                 for line in m.render(m.samples(snap)).splitlines()
+                 if line.startswith(("ramdisk_persist_last_services_down_seconds{", "ramdisk_persist_services_left_down{")))
+    assert found == dict(("last_services_" + k if k == "down_seconds" else "services_" + k, v) for k, v in samples.items())
+
+
 @pytest.mark.parametrize("seconds, text", [(None, "-"), (5, "5s"), (59, "59s"), (60, "1m"), (7200, "2h"), (90000, "1d")])
 def test_age(seconds, text):
     assert m.age(seconds) == text
@@ -280,7 +307,7 @@ def test_docs_list_every_metric_and_alert():
     with open(os.path.join(REPO, "files", "prometheus", "ramdisk-rules.yml")) as handle:
         rules = yaml.safe_load(handle)
     alerts = [rule["alert"] for group in rules["groups"] for rule in group["rules"]]
-    assert len(alerts) == 7
+    assert len(alerts) == 8
     for name in alerts:
         assert "`%s`" % name in page, name
     with open(os.path.join(REPO, "files", "prometheus", "ramdisk-rules.test.yml")) as handle:

@@ -10,8 +10,11 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._metrics import 
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import (
     conf_text,
     foreign_names,
+    journald_dropin_text,
+    journald_limits,
     review_persist,
     unit_names,
+    unit_texts,
 )
 
 HOST = "db01"
@@ -146,4 +149,74 @@ def test_the_helpers_record_gives_the_copies_to_keep(keep, written):
     if keep is None:
         del item["persist"]["keep"]  # a plan of an older version: the helper's own default
     values = parse_shell_vars(conf_text(item))
-    assert values == {"MOUNT": "/var/lib/postgresql", "BACKING": BACKING, "INTERVAL_SECONDS": "300", "KEEP": written}
+    assert values == {"MOUNT": "/var/lib/postgresql", "BACKING": BACKING, "INTERVAL_SECONDS": "300", "KEEP": written,
+                      "SERVICES": "postgresql@15-main.service", "STOP_SERVICES": "0"}
+
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+@pytest.mark.parametrize("size, limits", [
+    # SystemMaxUse, SystemKeepFree, SystemMaxFileSize, SystemMaxFiles
+    (64 * MIB, (32 * MIB, 16 * MIB, 4 * MIB, 256)),
+    (8 * MIB, (4 * MIB, 2 * MIB, 512 * KIB, 100)),  # journald's smallest file, and its default count
+    (16 * 1024 * MIB, (8192 * MIB, 4096 * MIB, 128 * MIB, 65536)),  # journald's largest file
+    (64 * MIB + 100, (32 * MIB, 16 * MIB, 4 * MIB, 256)),  # whole pages
+    (None, None), (0, None), (True, None), ("64M", None),
+])
+def test_journald_limits_take_half_of_the_mount_and_keep_a_quarter_free(size, limits):
+    got = journald_limits(size)
+    assert (got if got is None else tuple(got[key] for key in (
+        "SystemMaxUse", "SystemKeepFree", "SystemMaxFileSize", "SystemMaxFiles"))) == limits
+
+
+def journal_entry(path="/var/log", size_bytes=64 * MIB, **changes):
+    item = {"label": "ramdisk_mounts[0]", "path": path, "token": "var-log-09e81837", "size_bytes": size_bytes,
+            "persist": {"backing": "/var/lib/ramdisk-backing/log", "interval": "15min",
+                        "services": ["systemd-journal-flush.service"]}}
+    item.update(changes)
+    return item
+
+
+def test_a_journal_mount_gives_journald_a_drop_in_from_its_size():
+    text = journald_dropin_text(journal_entry())
+    assert text.splitlines()[-5:] == ["[Journal]", "SystemMaxUse=33554432", "SystemKeepFree=16777216",
+                                      "SystemMaxFileSize=4194304", "SystemMaxFiles=256"]
+    # brd and ramfs give ram_bytes; no size at all leaves journald's own defaults.
+    assert "SystemMaxUse=33554432" in journald_dropin_text(journal_entry(size_bytes=None, ram_bytes=64 * MIB))
+    assert journald_dropin_text(journal_entry(size_bytes=None)) is None
+    assert journald_dropin_text(journal_entry(path="/var/log/nginx")) is None
+
+
+def test_a_journal_mounts_unit_is_restored_before_journald_moves_in_and_synced_after_it_left():
+    unit = unit_texts(journal_entry())["persist"]
+    lines = unit.splitlines()
+    for line in ("DefaultDependencies=no", "After=systemd-remount-fs.service", "Before=systemd-journal-flush.service",
+                 "Before=systemd-tmpfiles-setup.service sysinit.target shutdown.target", "Conflicts=shutdown.target",
+                 "RequiredBy=systemd-journal-flush.service", "RequiresMountsFor=/var/log /var/lib/ramdisk-backing/log"):
+        assert line in lines
+    other = unit_texts(journal_entry(path="/var/log/nginx", token="var-log-nginx-1"))["persist"]
+    assert "DefaultDependencies=no" not in other and "Conflicts=shutdown.target" not in other
+
+
+@pytest.mark.parametrize("stop, services, written", [
+    (True, ["postgresql@15-main.service", "app.socket"], "1"), (False, ["postgresql@15-main.service"], "0"),
+    (True, [], "0"), (None, ["a.service"], "0"),
+])
+def test_the_helpers_record_says_which_services_a_sync_stops(stop, services, written):
+    item = entry()
+    item["persist"].update(services=services, stop_services=stop)
+    values = parse_shell_vars(conf_text(item))
+    assert (values["SERVICES"], values["STOP_SERVICES"]) == (" ".join(services), written)
+
+
+def test_a_sync_that_stops_the_services_runs_at_full_speed_and_starts_them_again_when_killed():
+    item = entry()
+    quiet = unit_texts(item)["sync"]
+    assert "Nice=10" in quiet and "ExecStopPost" not in quiet
+    item["persist"]["stop_services"] = True
+    sync = unit_texts(item)["sync"]
+    assert "Nice=" not in sync and "IOScheduling" not in sync
+    assert "\nExecStopPost=/usr/local/libexec/ramdisk-provision/persist resume %s\n" % TOKEN in sync
+    assert "holds postgresql@15-main.service stopped" in sync

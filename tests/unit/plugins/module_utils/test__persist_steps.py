@@ -79,6 +79,38 @@ def test_a_new_persisted_mount_is_mounted_copied_to_the_backing_checked_then_sta
     assert [step["args"]["mode"] for step in steps if step["step"] == "mkdir" and step["args"].get("mode")] == ["0700"]
 
 
+def test_a_journal_mount_moves_journald_out_and_back_and_restarts_it_with_its_size_limit(persist_host, monkeypatch):
+    monkeypatch.setattr(paths, "JOURNALD_DROPIN_DIR", str(persist_host / "etc" / "journald.conf.d"))
+    backing = persist_host / "backing"
+    flush = "systemd-journal-flush.service"
+    ex = Systemd(units={flush: ("active", "static")})
+    item = persisted(backing, size_bytes=64 * 1024 * 1024)
+    item["persist"]["services"] = [flush]
+    monkeypatch.setattr(ps, "holds_journal", lambda path: path == item["path"])
+    monkeypatch.setattr(ps, "journald_dropin_text", lambda entry: "[Journal]\nSystemMaxUse=33554432\n")
+    steps, _pivot = ex_mod.build(item, True, ex)
+    got = names(steps)
+    # journalctl --relinquish-var: the flush service's own stop does nothing while the journal is on the root.
+    assert got[:2] == ["systemctl stop", "journal_var"] and steps[1]["args"] == {"to": "relinquish"}
+    assert got[-2:] == ["journal_var", "systemctl start"] and steps[-2]["args"] == {"to": "flush"}
+    dropin = paths.journald_dropin_file(item["token"])
+    at = [i for i, step in enumerate(steps) if step["step"] == "file" and step["args"]["file"] == dropin]
+    assert len(at) == 1
+    # A restart after the drop-in is written; one before it restarts journald when the change is undone.
+    assert [steps[at[0] - 1]["args"], steps[at[0] + 1]["args"]] == [{"on": "undo"}, {"on": "do"}]
+    assert got.index("mount") < at[0] < got.index("systemctl_start start")
+
+    ex.do_journal_var({"to": "relinquish"})
+    ex.do_journald({"on": "undo"})
+    ex.do_journald({"on": "do"})
+    ex.undo_journald({"on": "do"}, {}, True)
+    ex.undo_journald({"on": "undo"}, {}, True)
+    ex.undo_journal_var({"to": "relinquish"}, {}, True)
+    ex.undo_journal_var({"to": "flush"}, {}, False)  # another boot: journald is where the boot put it
+    assert ex.calls[-4:] == ["journalctl --relinquish-var", "systemctl restart systemd-journald.service",
+                             "systemctl restart systemd-journald.service", "journalctl --flush"]
+
+
 def test_a_migrate_whose_backing_holds_the_data_is_a_plain_mount_filled_by_the_restore(persist_host):
     backing = persist_host / "backing"
     os.makedirs(backing / "snap-1")

@@ -354,6 +354,36 @@ def test_migration_fits_with_its_extended_attributes():
     assert result["errors"] == [] and result["mounts"][0]["action"] == "migrate"
 
 
+def _xattr_facts(user_xattrs, tmpfs_user_xattrs):
+    return dict(FACTS, support=dict(FACTS["support"], tmpfs_user_xattrs=tmpfs_user_xattrs, kernel="6.1.0"),
+                paths=dict(FACTS["paths"], **{"/var/tmp": dict(FACTS["paths"]["/var/tmp"], user_xattrs=user_xattrs)}))
+
+
+def test_migration_refused_when_tmpfs_cannot_hold_user_xattrs():
+    # Linux 6.1's tmpfs keeps no user.* attribute: a copy would drop it, so the entry is refused before any change.
+    facts = _xattr_facts({"user.mime_type": [2, "a.txt"], "user.crtime_usec": [1, "j.journal"]}, False)
+    result = plan([ok_entry(path="/var/tmp", migrate=True)], facts)
+    assert result["mounts"][0]["action"] == "refuse"
+    (error,) = result["errors"]
+    assert error.startswith("Host web01: tmpfs_mounts[0].path is '/var/tmp': tmpfs on Linux 6.1.0 holds no user.* "
+                            "extended attributes (they need Linux 6.6 or later), and the data there has user.mime_type "
+                            "(on 2 entries, 'a.txt' first): the copy into RAM would lose it.")
+
+
+def test_migration_leaves_out_journald_crtime_with_a_warning():
+    facts = _xattr_facts({"user.crtime_usec": [3, "journal/m/system.journal"]}, False)
+    result = plan([ok_entry(path="/var/tmp", migrate=True)], facts)
+    (entry,) = result["mounts"]
+    assert result["errors"] == [] and entry["action"] == "migrate"
+    assert entry["dropped_xattrs"] == ["user.crtime_usec"]
+    assert any("the copy into RAM leaves out user.crtime_usec on 3 entries" in warning for warning in entry["warnings"])
+
+
+def test_migration_keeps_user_xattrs_where_tmpfs_holds_them():
+    result = plan([ok_entry(path="/var/tmp", migrate=True)], _xattr_facts({"user.mime_type": [2, "a.txt"]}, True))
+    assert result["errors"] == [] and "dropped_xattrs" not in result["mounts"][0]
+
+
 RAMFS_FACTS = dict(FACTS, mounts=FACTS["mounts"] + [
     _live("/srv/ramfs", 0, used_bytes=3 * GIB, fstype="ramfs", options=["nosuid"]),
 ])
@@ -456,13 +486,19 @@ PERSIST_INVALID = [
      "full unit name"),
     (persisted(services=[5]), "tmpfs_mounts[0].persist.services[0]", "5", "not a unit name", "full unit name"),
     (persisted(sevices=[]), "tmpfs_mounts[0].persist.sevices", "[]", "an unknown key",
-     "backing, interval, services, keep"),
+     "backing, interval, services, keep, stop_services"),
     (persisted(keep=0), "tmpfs_mounts[0].persist.keep", "0", "fewer than one copy", "1 or more"),
     (persisted(keep="-3"), "tmpfs_mounts[0].persist.keep", "'-3'", "fewer than one copy", "1 or more"),
     (persisted(keep="two"), "tmpfs_mounts[0].persist.keep", "'two'", "not a whole number of copies",
      "the current one included"),
     (persisted(keep=1.5), "tmpfs_mounts[0].persist.keep", "1.5", "not a whole number of copies", "such as 2"),
     (persisted(keep=True), "tmpfs_mounts[0].persist.keep", "True", "not a whole number of copies", "1 or more"),
+    (persisted(stop_services=True), "tmpfs_mounts[0].persist.stop_services", "True",
+     "persist.services names no unit to stop", "Name the units that write the data in persist.services"),
+    (persisted(stop_services="yes", services=[]), "tmpfs_mounts[0].persist.stop_services", "'yes'",
+     "persist.services names no unit to stop", "or set persist.stop_services: false"),
+    (persisted(stop_services="sometimes", services=["db.service"]), "tmpfs_mounts[0].persist.stop_services",
+     "'sometimes'", "not a boolean", "true or false"),
     (dict(persisted(), path="/srv/my%data"), "tmpfs_mounts[0].path", "'/srv/my%data'", "persist units cannot carry",
      "persist: null"),
     (dict(persisted(), path="/tmp"), "tmpfs_mounts[0].persist", "", "/tmp is emptied at boot", "data directory"),
@@ -484,7 +520,13 @@ def test_persist_off_and_defaults():
         assert planned["persist"] is None and planned["migrate"] is False
     (planned,) = plan([persisted()])["mounts"]
     assert planned["persist"] == {"backing": "/var/lib/ramdisk-backing/db", "interval": "15min",
-                                  "interval_seconds": 900.0, "services": [], "keep": 2}
+                                  "interval_seconds": 900.0, "services": [], "keep": 2, "stop_services": False}
+
+
+@pytest.mark.parametrize("given, expected", [(True, True), ("true", True), (False, False), (None, False)])
+def test_persist_stop_services(given, expected):
+    (planned,) = plan([persisted(stop_services=given, services=["postgresql@15-main.service"])])["mounts"]
+    assert planned["persist"]["stop_services"] is expected
 
 
 @pytest.mark.parametrize("keep, expected", [(1, 1), (3, 3), ("4", 4), (" 5 ", 5), (None, 2)])
@@ -513,8 +555,22 @@ def test_persist_implies_migrate_and_normalizes():
     assert planned["action"] == "migrate"
     assert planned["persist"] == {"backing": "/var/lib/ramdisk-backing/db", "interval": "5min",
                                   "interval_seconds": 300.0, "services": ["postgresql@15-main.service", "app.socket"],
-                                  "keep": 2}
+                                  "keep": 2, "stop_services": False}
     assert planned["token"].startswith("var-lib-x-") and len(planned["token"]) == len("var-lib-x-") + 8
+
+
+@pytest.mark.parametrize("path, services", [
+    ("/var/log", ["app.service", "systemd-journal-flush.service"]),
+    ("/var/log/journal", ["app.service", "systemd-journal-flush.service"]),
+    ("/var/log/nginx", ["app.service"]),
+    ("/var/lib/x", ["app.service"]),
+])
+def test_a_persisted_mount_that_holds_the_journal_names_journalds_flush_service(path, services):
+    facts = copy.deepcopy(FACTS)
+    facts["paths"][path] = _path(empty=False)
+    entry = dict(persisted(services=["app.service"]), path=path)
+    (planned,) = plan([entry], facts)["mounts"]
+    assert planned["persist"]["services"] == services
 
 
 def test_persist_summary_names_the_backing():

@@ -26,6 +26,7 @@ PURPOSES = {
     "build": {"mode": "0755", "owner": "builder", "group": "builder", "noexec": False},
     "cache": {"noexec": True},
     "database": {"mode": "0700", "owner": "postgres", "group": "postgres", "noexec": True, "migrate": True},
+    "log": {"noexec": True, "migrate": True},
     "custom": {},
 }
 BACKING = {"backing": "/var/lib/ramdisk-backing/pg"}
@@ -87,12 +88,42 @@ def test_purpose_defaults_fill_entries_and_the_entry_wins():
 
 
 def test_database_purpose_is_private_owned_and_persisted():
-    result = plan([{"path": "/var/lib/postgresql", "purpose": "database", "size": "2G", "persist": BACKING}])
+    persist = dict(BACKING, services=["postgresql@15-main.service"])
+    result = plan([{"path": "/var/lib/postgresql", "purpose": "database", "size": "2G", "persist": persist}])
     assert result["errors"] == []
     (entry,) = result["backends"]["tmpfs_mounts"]
     assert entry["mode"] == "0700" and entry["owner"] == "postgres" and entry["noexec"] is True
-    assert entry["migrate"] is True and entry["persist"] == BACKING
+    assert entry["migrate"] is True and entry["persist"] == dict(persist, stop_services=True)
     assert entry["label"] == "ramdisk_mounts[0]"
+
+
+def test_log_purpose_is_noexec_migrated_and_persisted():
+    result = plan([{"path": "/var/log", "purpose": "log", "size": "256M", "persist": {"backing": "/var/lib/rb/log"}}])
+    assert result["errors"] == []
+    (entry,) = result["backends"]["tmpfs_mounts"]
+    assert entry["noexec"] is True and entry["migrate"] is True and entry["persist"] == {"backing": "/var/lib/rb/log"}
+    # The directory's own mode and owners stay (ROOTS), as for every purpose that does not set them.
+    assert entry["mode"] == "0755" and entry["owner"] == "root"
+
+
+def test_a_database_stops_its_services_for_each_sync_unless_it_says_otherwise():
+    services = {"services": ["postgresql@15-main.service"]}
+    for persist, expected in ((dict(BACKING, **services), True), (dict(BACKING, stop_services=False), False),
+                              (dict(BACKING, stop_services=False, **services), False)):
+        result = plan([{"path": "/var/lib/postgresql", "purpose": "database", "size": "2G", "persist": persist}])
+        assert result["errors"] == []
+        (entry,) = result["backends"]["tmpfs_mounts"]
+        assert entry["persist"]["stop_services"] is expected
+    result = plan([{"path": "/var/cache/x", "purpose": "cache", "size": "1G", "persist": dict(BACKING, **services)}])
+    (entry,) = result["backends"]["tmpfs_mounts"]
+    assert "stop_services" not in entry["persist"]
+
+
+def test_a_database_without_services_to_stop_is_refused():
+    error = one_error(plan([{"path": "/var/lib/postgresql", "purpose": "database", "size": "2G", "persist": BACKING}]))
+    assert error.startswith("Host ")
+    assert "ramdisk_mounts[0].persist.services is missing: empty for a database-purpose mount" in error
+    assert "persist.services: [postgresql@15-main.service], or set persist.stop_services: false" in error
 
 
 def test_group_policies_merge_and_an_identical_repeat_counts_once():
@@ -176,6 +207,10 @@ def test_zram_names_are_valid_and_distinct():
     ({"path": "/tmp", "size": "1G", "purpose": "cache"}, "not tmp for /tmp"),
     ({"path": "/var/tmp", "size": "1G", "purpose": "tmp", "gate": "sometimes"}, "not a gate setting"),
     ({"path": "/var/lib/postgresql", "size": "1G", "purpose": "database"}, "must never lose its data"),
+    ({"path": "/var/log", "size": "64M", "purpose": "log"},
+     "persist is missing: off for a log-purpose mount, whose logs would all go at every reboot"),
+    ({"path": "/var/log", "size": "64M", "purpose": "log", "backend": "ramfs", "persist": BACKING},
+     "backend is 'ramfs': ramfs for a log-purpose mount"),
     ({"path": "/var/cache/x", "size": "1G", "backend": "zram", "mem_limit": "nope"}, ".mem_limit is 'nope'"),
 ])
 def test_bad_entries_are_refused_with_the_reason(entry, words):

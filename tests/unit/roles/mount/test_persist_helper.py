@@ -11,6 +11,7 @@ capabilities that let root read anything.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -535,8 +536,11 @@ def test_a_full_backing_fails_the_sync(helper):
 
 
 @needs_rsync
-def test_a_file_that_vanishes_while_rsync_copies_fails_the_sync(helper):
+def test_a_file_that_vanishes_while_rsync_copies_fails_the_sync(helper, tmp_path):
+    """Seen everywhere (shows_failed_everywhere): the status, the collector's metrics, ramdisk-status, the alert."""
+    config = with_collector(helper)
     before, last_ok = first_sync(helper, {"a": "1", "zz-vanishes": "soon gone"})
+    assert persist_samples(helper)["ramdisk_persist_last_success"] == 1
     (helper.mount / "a").write_bytes(os.urandom(256 * 1024))
     # Changed, so rsync must read it (an unchanged file is linked to the earlier copy without being opened).
     (helper.mount / "zz-vanishes").write_text("changed, then gone", encoding="utf-8")
@@ -554,6 +558,7 @@ def test_a_file_that_vanishes_while_rsync_copies_fails_the_sync(helper):
     result = subprocess.CompletedProcess(run.args, run.returncode, out, err)
     failed_sync_left_current(helper, result, before, last_ok)
     assert "vanished" in err and "rsync exit status 24" in err
+    shows_failed_everywhere(helper, config, before, last_ok, tmp_path)
 
 
 @needs_root
@@ -639,6 +644,397 @@ def test_bad_arguments(helper, args, words):
     assert result.returncode in (1, 2) and words in result.stderr
 
 
+JOURNAL_FILES = {"journal/m1/system@s-1.journal": "closed", "journal/m1/system.journal": "open",
+                 "journal/m1/user-1000.journal": "open", "journal/m1/system@s-0.journal~": "renamed by journald",
+                 "syslog": "text", "apt/history.log": "text"}
+
+
+def sync_while_held(helper, rel):
+    """A sync while a process that stands in for journald (systemctl shows it as journald's MainPID) holds REL of
+    the mount open."""
+    with open(helper.mount / rel, encoding="utf-8") as held:
+        with subprocess.Popen(["sleep", "60"], stdin=held) as holder:
+            helper.stub("systemctl", "echo %d" % holder.pid)
+            try:
+                return helper.run("sync")
+            finally:
+                holder.kill()
+
+
+@pytest.mark.parametrize("tool", [pytest.param("rsync", marks=needs_rsync), "cp"])
+def test_the_files_journald_writes_are_closed_first_and_left_out(helper, tool):
+    """journald's part is stood in for: a process that holds the active files open (its MainPID, as systemctl
+    shows it), and a journalctl that records its calls. The rest is the helper's own doing."""
+    if tool == "cp":
+        helper.hide_rsync()
+    fill(helper.mount, JOURNAL_FILES)
+    calls = helper.root / "journalctl.calls"
+    helper.stub("journalctl", 'echo "$*" >>%s' % calls)
+    result = sync_while_held(helper, "journal/m1/system.journal")
+    assert result.returncode == 0, result.stderr
+    assert calls.read_text(encoding="utf-8").splitlines() == ["--sync", "--rotate"]
+    copied = set(tree(helper.backing / "current"))
+    assert {"journal/m1/system@s-1.journal", "journal/m1/system@s-0.journal~", "syslog", "apt/history.log"} <= copied
+    assert not {"journal/m1/system.journal", "journal/m1/user-1000.journal"} & copied
+
+
+@pytest.mark.parametrize("pid", ["0", ""])
+def test_once_journald_left_the_mount_every_journal_file_is_copied(helper, pid):
+    """At shutdown journald has left the mount (journalctl --smart-relinquish-var): nothing is open there."""
+    fill(helper.mount, JOURNAL_FILES)
+    calls = helper.root / "journalctl.calls"
+    helper.stub("journalctl", 'echo "$*" >>%s' % calls)
+    helper.stub("systemctl", "echo %s" % pid)
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    assert not calls.exists()
+    assert tree(helper.backing / "current") == tree(helper.mount)
+
+
+def test_a_journald_that_does_not_rotate_fails_the_sync(helper):
+    fill(helper.mount, JOURNAL_FILES)
+    helper.stub("journalctl", "exit 1")
+    result = sync_while_held(helper, "journal/m1/system.journal")
+    assert result.returncode == 1
+    assert "journalctl --rotate failed, so the journal files journald writes in" in result.stderr
+    assert helper.current is None and helper.status()["RESULT"] == "failed"
+
+
+# STOP_SERVICES: systemctl is stood in for by a script that keeps each unit's state in a file, logs each call, and
+# says the system is running or stopping as the test sets. The copy (rsync) notes what state the database was in
+# while it copied, and waits at a gate the test opens, so that a kill lands during the copy without timing.
+
+SYSTEMCTL = r'''#!/bin/sh
+units=%(units)s
+echo "$*" >>%(units)s/log
+case $1 in
+  is-system-running) cat %(units)s/system; exit 0 ;;
+  show) shift 5; cat "$units/$1" 2>/dev/null || echo inactive; exit 0 ;;
+  stop|start) verb=$1; shift; while [ "$1" != -- ]; do shift; done; shift
+    for unit; do
+      if [ "$verb" = start ] && [ -e "$units/$unit.broken" ]; then echo "Job for $unit failed" >&2; exit 1; fi
+      if [ "$verb" = start ]; then echo active >"$units/$unit"; else echo inactive >"$units/$unit"; fi
+    done ;;
+esac
+'''
+
+
+class Services(object):
+    """The stood-in systemctl of HELPER, with UNITS in their states (active or inactive)."""
+
+    def __init__(self, helper, **units):
+        self.helper = helper
+        self.dir = helper.root / "units"
+        self.dir.mkdir()
+        (self.dir / "system").write_text("running\n", encoding="utf-8")
+        (self.dir / "log").write_text("", encoding="utf-8")
+        for unit, state in units.items():
+            self.set(unit, state)
+        (helper.bin / "systemctl").write_text(SYSTEMCTL % {"units": self.dir}, encoding="utf-8")
+        (helper.bin / "systemctl").chmod(0o755)
+        helper.configure(services=" ".join(units), stop=True)
+
+    def set(self, unit, state):
+        (self.dir / unit).write_text(state + "\n", encoding="utf-8")
+
+    def state(self, unit):
+        return (self.dir / unit).read_text(encoding="utf-8").strip()
+
+    def calls(self, verb):
+        return [line.split(" -- ", 1)[1] for line in (self.dir / "log").read_text(encoding="utf-8").splitlines()
+                if line.startswith(verb + " ")]
+
+    def gate_the_copy(self):
+        """rsync (or cp) notes the units' states and waits for open_gate() before it copies."""
+        gate = self.helper.root / "gate"
+        for tool in ("rsync", "cp"):
+            real = shutil.which(tool)
+            if real:
+                self.helper.stub(tool, '[ "$1" != --version ] || exec %s --version\n'
+                                       'cat %s/*.service > %s/states-while-copying\n'
+                                       'touch %s/copying; while [ ! -e %s ]; do sleep 0.01; done\n'
+                                       '[ ! -e %s/fail-copy ] || { echo "read error" >&2; exit 23; }\nexec %s "$@"'
+                                 % (real, self.dir, self.helper.root, self.helper.root, gate, self.helper.root, real))
+
+    def open_gate(self):
+        (self.helper.root / "gate").touch()
+
+    def start_gated_sync(self):
+        self.gate_the_copy()
+        run = subprocess.Popen([str(self.helper.script), "sync", TOKEN], env=self.helper.env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while not (self.helper.root / "copying").exists():
+            assert time.monotonic() < deadline and run.poll() is None, "the copy never began: %s" % (
+                run.communicate()[1] if run.poll() is not None else "")
+            time.sleep(0.01)
+        return run
+
+
+def full_status(helper):
+    from ansible_collections.ramdisk.provision.plugins.module_utils._metrics import parse_shell_vars
+    return parse_shell_vars((helper.root / "status" / ("%s.status" % TOKEN)).read_text(encoding="utf-8"))
+
+
+def _configure(self, keep=None, services=None, stop=False):
+    text = "MOUNT=%s\nBACKING=%s\n" % (self.mount, self.backing)
+    if keep is not None:
+        text += "KEEP=%s\n" % keep
+    if services is not None:
+        text += "SERVICES='%s'\nSTOP_SERVICES=%d\n" % (services, 1 if stop else 0)
+    self.conf.write_text(text, encoding="utf-8")
+
+
+Helper.configure = _configure
+
+
+def test_a_sync_copies_with_the_services_stopped_and_starts_them_again(helper):
+    services = Services(helper, **{"db.service": "active", "stopped-by-admin.service": "inactive"})
+    before = first_sync(helper, {"PG_VERSION": "15\n"})[0]
+    assert services.calls("stop") == services.calls("start") == ["db.service"]
+    (helper.mount / "base").write_text("rows", encoding="utf-8")
+    services.gate_the_copy()
+    services.open_gate()
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    # The copy ran with the database stopped; the unit an admin stopped was not touched.
+    assert (helper.root / "states-while-copying").read_text(encoding="utf-8").split() == ["inactive", "inactive"]
+    assert services.calls("stop")[-1] == "db.service" and services.calls("start")[-1] == "db.service"
+    assert "stopped-by-admin.service" not in " ".join(services.calls("stop") + services.calls("start"))
+    # A stop queued meanwhile (an admin's, a shutdown's) is never reversed into a start.
+    assert "start --job-mode=fail -- db.service" in (services.dir / "log").read_text(encoding="utf-8").splitlines()
+    assert services.state("db.service") == "active" and services.state("stopped-by-admin.service") == "inactive"
+    assert (helper.backing / "current" / "base").read_text(encoding="utf-8") == "rows" and helper.current != before[0]
+    status = full_status(helper)
+    assert (status["RESULT"], status["SERVICES_STOPPED"], status["SERVICES_LEFT_DOWN"]) == ("ok", "db.service", "")
+    assert 0 < float(status["SERVICES_DOWN_SECONDS"]) < float(status["FINISHED"]) - float(status["STARTED"])
+    assert not (helper.state / ("%s.stopped" % TOKEN)).exists()
+
+
+def test_without_stop_services_nothing_is_stopped(helper):
+    services = Services(helper, **{"db.service": "active"})
+    helper.configure(services="db.service", stop=False)
+    fill(helper.mount, {"a": "1"})
+    assert helper.run("sync").returncode == 0
+    assert services.calls("stop") == services.calls("start") == []
+    assert "SERVICES_STOPPED" not in full_status(helper)
+
+
+def test_with_every_service_stopped_already_nothing_is_started(helper):
+    """The stop-time sync: the persist unit stops after the services, so the sync finds them stopped."""
+    services = Services(helper, **{"db.service": "inactive"})
+    fill(helper.mount, {"a": "1"})
+    assert helper.run("sync").returncode == 0
+    assert services.calls("stop") == services.calls("start") == [] and services.state("db.service") == "inactive"
+
+
+@pytest.mark.parametrize("how", ["copy fails", "TERM"])
+def test_a_sync_that_fails_or_is_stopped_starts_the_services_again(helper, how):
+    services = Services(helper, **{"db.service": "active"})
+    before, last_ok = first_sync(helper, {"a": "1"})
+    (helper.mount / "a").write_text("2", encoding="utf-8")
+    run = services.start_gated_sync()
+    if how == "TERM":
+        os.killpg(run.pid, 15)
+    else:
+        (helper.root / "fail-copy").touch()
+    services.open_gate()
+    _out, err = run.communicate(timeout=60)
+    assert run.returncode == (143 if how == "TERM" else 1), err
+    assert (helper.current, tree(helper.backing / "current")) == before
+    assert services.state("db.service") == "active" and services.calls("start")[-1] == "db.service"
+    status = full_status(helper)
+    expected = ("failed", last_ok, "db.service")
+    assert (status["RESULT"], status["LAST_OK_SNAPSHOT"], status["SERVICES_STOPPED"]) == expected
+    assert float(status["SERVICES_DOWN_SECONDS"]) > 0 and status["SERVICES_LEFT_DOWN"] == ""
+    assert not (helper.state / ("%s.stopped" % TOKEN)).exists()
+
+
+def test_a_sync_stopped_by_a_shutdown_leaves_the_services_stopped(helper):
+    services = Services(helper, **{"db.service": "active"})
+    before, last_ok = first_sync(helper, {"a": "1"})
+    (helper.mount / "a").write_text("2", encoding="utf-8")
+    starts = services.calls("start")
+    run = services.start_gated_sync()
+    (services.dir / "system").write_text("stopping\n", encoding="utf-8")
+    os.killpg(run.pid, 15)
+    services.open_gate()
+    _out, err = run.communicate(timeout=60)
+    assert run.returncode == 143 and "shutting down: db.service stay stopped" in err, err
+    assert services.state("db.service") == "inactive" and services.calls("start") == starts
+    assert (helper.current, full_status(helper)["SERVICES_LEFT_DOWN"]) == (before[0], "db.service")
+    assert full_status(helper)["LAST_OK_SNAPSHOT"] == last_ok
+
+
+@pytest.mark.parametrize("then", ["resume", "sync"])
+def test_a_sync_killed_outright_leaves_a_record_that_starts_the_services_again(helper, then):
+    services = Services(helper, **{"db.service": "active", "app.service": "active"})
+    first_sync(helper, {"a": "1"})
+    starts = len(services.calls("start"))
+    run = services.start_gated_sync()
+    os.killpg(run.pid, 9)
+    run.communicate(timeout=60)
+    assert (services.state("db.service"), services.state("app.service")) == ("inactive", "inactive")
+    record = helper.state / ("%s.stopped" % TOKEN)
+    assert record.read_text(encoding="utf-8").split() == ["db.service", "app.service"]
+    # What ExecStopPost runs after a KILL, or the next sync (which then stops them for its own copy again).
+    for tool in ("rsync", "cp"):
+        if (helper.bin / tool).exists():
+            (helper.bin / tool).unlink()
+    result = helper.run(then)
+    assert result.returncode == 0, result.stderr
+    assert "a sync was killed while it held db.service app.service stopped" in result.stderr
+    assert services.calls("start")[starts] == "db.service app.service"
+    assert (services.state("db.service"), services.state("app.service")) == ("active", "active")
+    assert not (helper.state / ("%s.stopped" % TOKEN)).exists()
+    # Nothing left to start: a second resume does nothing.
+    assert helper.run("resume").returncode == 0
+    assert len(services.calls("start")) == starts + (1 if then == "resume" else 2)
+
+
+def test_a_service_that_does_not_start_again_fails_the_unit_but_not_the_copy(helper):
+    services = Services(helper, **{"db.service": "active"})
+    first_sync(helper, {"a": "1"})
+    (helper.mount / "a").write_text("2", encoding="utf-8")
+    (services.dir / "db.service.broken").touch()
+    result = helper.run("sync")
+    assert result.returncode == 4, result.stderr
+    assert "could not start db.service again after the copy" in result.stderr
+    assert (helper.backing / "current" / "a").read_text(encoding="utf-8") == "2"
+    status = full_status(helper)
+    assert (status["RESULT"], status["EXIT"], status["SERVICES_LEFT_DOWN"]) == ("ok", "4", "db.service")
+    assert status["LAST_OK_SNAPSHOT"] == helper.current
+
+
+# A failed sync seen everywhere: the helper's status, the metrics collector it runs (the real one, _metrics.py), the
+# ramdisk-status table and the alert rule fed the collector's own series; current stays on the last good copy.
+
+METRICS = os.path.join(REPO_ROOT, "plugins", "module_utils", "_metrics.py")
+RULES = os.path.join(REPO_ROOT, "files", "prometheus", "ramdisk-rules.yml")
+
+
+def with_collector(helper):
+    """The helper runs the real collector, its config pointed at the test's directories. Returns the config path."""
+    config = helper.root / "metrics.json"
+    config.write_text(json.dumps({
+        "textfile_dir": str(helper.root / "textfile"), "state_file": str(helper.root / "peak.json"),
+        "persist_conf_dir": str(helper.root / "conf"), "persist_status_dir": str(helper.root / "status"),
+        "zram_conf_dir": str(helper.root / "none"), "policy_paths": [],
+        "mounts": [{"path": str(helper.mount), "backend": "tmpfs", "purpose": "database"}]}), encoding="utf-8")
+    (helper.root / "textfile").mkdir()
+    (helper.root / "collector.py").write_text(
+        "import runpy, sys\nsys.path.insert(0, %r)\nsys.argv = [%r, 'collect', '--config', %r]\n"
+        "runpy.run_path(%r, run_name='__main__')\n" % (os.path.dirname(METRICS), METRICS, str(config), METRICS),
+        encoding="utf-8")
+    return config
+
+
+def persist_samples(helper):
+    """name -> value of the collector's ramdisk_persist_* samples of this mount."""
+    found = {}
+    for line in (helper.root / "textfile" / "ramdisk.prom").read_text(encoding="utf-8").splitlines():
+        match = re.match(r'^(ramdisk_persist_\w+)\{backing="([^"]*)",path="([^"]*)"\} (\S+)$', line)
+        if match and match.group(2) == str(helper.backing) and match.group(3) == str(helper.mount):
+            found[match.group(1)] = float(match.group(4))
+    return found
+
+
+def alerts_on(helper, tmp_path):
+    """promtool's verdict on the rules with the collector's persist series held for 10 minutes: the
+    RamdiskPersistSyncFailed alert expected at 5m (after its 1m of pending)."""
+    labels = 'instance="h1",path="%s",backing="%s"' % (helper.mount, helper.backing)
+    series = [{"series": "%s{%s}" % (name, labels), "values": "%gx10" % value}
+              for name, value in sorted(persist_samples(helper).items())]
+    test = {"rule_files": [RULES], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series,
+        "alert_rule_test": [{"eval_time": "5m", "alertname": "RamdiskPersistSyncFailed", "exp_alerts": [{
+            "exp_labels": {"severity": "critical", "instance": "h1", "path": str(helper.mount),
+                           "backing": str(helper.backing)},
+            "exp_annotations": {
+                "summary": "The last sync of %s to %s on h1 failed" % (helper.mount, helper.backing),
+                "description": "The persist helper's last attempt to copy %s to disk failed or was refused (a full "
+                               "or read-only backing, or a mount that was not restored). The backing keeps its last "
+                               "complete copy." % helper.mount}}]}]}]}
+    path = tmp_path / "failed-sync.test.yml"
+    path.write_text(json.dumps(test), encoding="utf-8")
+    return subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, check=False)
+
+
+def shows_failed_everywhere(helper, config, before, last_ok, tmp_path):
+    # current: still the copy of the last good sync, whole, and nothing half-made beside it.
+    assert (helper.current, tree(helper.backing / "current")) == before
+    assert not [name for name in helper.entries() if name.startswith((".new-", ".current-"))]
+    status = full_status(helper)
+    assert (status["RESULT"], status["EXIT"], status["LAST_OK_SNAPSHOT"]) == ("failed", "1", last_ok)
+    found = persist_samples(helper)
+    assert found["ramdisk_persist_last_success"] == 0 and found["ramdisk_persist_last_exit_code"] == 1
+    assert found["ramdisk_persist_copies"] == 1
+    table = subprocess.run([sys.executable, METRICS, "status", "--config", str(config)], capture_output=True,
+                           text=True, check=True).stdout
+    assert re.search(r"^%s .*NOT MOUNTED; LAST SYNC FAILED, last copy \d+s ago \(wrote [^)]+\), 1 copy, to %s$"
+                     % (re.escape(str(helper.mount)), re.escape(str(helper.backing))), table, re.M), table
+    if shutil.which("promtool"):
+        verdict = alerts_on(helper, tmp_path)
+        assert verdict.returncode == 0, verdict.stdout + verdict.stderr
+
+
+@needs_rsync
+@needs_root
+@pytest.mark.skipif(not all(shutil.which(tool) for tool in ("unshare", "mkfs.ext4")), reason="needs unshare, mkfs.ext4")
+def test_a_sync_to_a_full_backing_shows_as_failed_everywhere(helper, tmp_path):
+    """ENOSPC on a real disk file system: the backing is an ext4 of 4 MiB in a file, loop-mounted in a private mount
+    namespace; the helper's own checks run on it (stat -f is not stood in for)."""
+    config = with_collector(helper)
+    (helper.bin / "stat").unlink()
+    image = helper.root / "backing.ext4"
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-N", "256", str(image), "4M"], check=True,
+                   capture_output=True)
+    fill(helper.mount, {"PG_VERSION": "15\n", "base/1/1259": "r" * 4096})
+    script = (
+        'set -u; mount -o loop "$1" "$2" || exit 99; shift 2\n'
+        '"$@" sync %(token)s; echo "first=$?"; readlink %(backing)s/current\n'
+        'head -c 6291456 /dev/urandom > %(mount)s/big\n'
+        '"$@" sync %(token)s 2>&1; echo "second=$?"\n'
+        'tar -C %(backing)s -cf %(root)s/backing.tar .; umount %(backing)s\n'
+        % {"token": TOKEN, "backing": helper.backing, "mount": helper.mount, "root": helper.root})
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(image),
+                           str(helper.backing), str(helper.script)], env=helper.env(), capture_output=True, text=True,
+                          check=False)
+    if "first=" not in done.stdout:
+        pytest.skip("no loop device here: %s" % done.stderr.strip())
+    assert "first=0" in done.stdout and "second=1" in done.stdout, done.stdout + done.stderr
+    assert "No space left on device" in done.stdout and "is unchanged" in done.stdout
+    # The backing's state as the namespace left it, unpacked where the test's checks look.
+    assert helper.entries() == []
+    subprocess.run(["tar", "-C", str(helper.backing), "-xf", str(helper.root / "backing.tar")], check=True)
+    first = done.stdout.split("first=0\n", 1)[1].split("\n", 1)[0]
+    (helper.mount / "big").unlink()
+    before = (first, tree(helper.backing / first))
+    shows_failed_everywhere(helper, config, before, first, tmp_path)
+
+
+def test_services_a_stopped_sync_could_not_start_are_left_to_resume(helper):
+    """systemd's TERM reaches what the sync's trap starts too; then ExecStopPost (persist resume) starts them."""
+    services = Services(helper, **{"db.service": "active"})
+    first_sync(helper, {"a": "1"})
+    run = services.start_gated_sync()
+    (services.dir / "db.service.broken").touch()
+    os.killpg(run.pid, 15)
+    services.open_gate()
+    run.communicate(timeout=60)
+    assert run.returncode == 143 and services.state("db.service") == "inactive"
+    assert (helper.state / ("%s.stopped" % TOKEN)).exists()
+    assert full_status(helper)["SERVICES_LEFT_DOWN"] == "db.service"
+    (services.dir / "db.service.broken").unlink()
+    result = helper.run("resume")
+    assert result.returncode == 0 and "a sync was killed while it held db.service stopped" in result.stderr
+    assert services.state("db.service") == "active" and not (helper.state / ("%s.stopped" % TOKEN)).exists()
+    status = full_status(helper)
+    assert (status["RESULT"], status["SERVICES_LEFT_DOWN"]) == ("failed", "")
+    # Nothing recorded: resume does nothing, and leaves the status as it is.
+    assert helper.run("resume").returncode == 0 and full_status(helper) == status
+
+
 @pytest.fixture()
 def delta_helper(tmp_path):
     return Helper(tmp_path, delta=True)
@@ -695,3 +1091,23 @@ def test_a_restore_after_a_sync_cut_short_never_writes_the_backing(delta_helper)
     assert result.returncode == 0, result.stderr
     assert not (helper.backing / ".persist-delta" / "commit.json").exists()
     assert tree(helper.backing / "current") == expected
+
+
+def test_with_its_copy_a_sync_stops_the_services_until_the_changes_are_on_disk(delta_helper):
+    helper = delta_helper
+    services = Services(helper, **{"db.service": "active"})
+    fill(helper.mount, {"PG_VERSION": "15\n"})
+    assert helper.run("sync").returncode == 0
+    first = helper.current
+    (helper.mount / "base").write_text("rows", encoding="utf-8")
+    # The copy notes the unit's state as it starts (python3 runs it: a stand-in that looks, then runs the real one).
+    helper.stub("python3", 'cat %s/db.service > %s/state-while-copying\nexec %s "$@"'
+                % (services.dir, helper.root, sys.executable))
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    assert (helper.root / "state-while-copying").read_text(encoding="utf-8").strip() == "inactive"
+    assert services.calls("stop")[-1] == services.calls("start")[-1] == "db.service"
+    assert services.state("db.service") == "active"
+    assert helper.current == first and (helper.backing / "current" / "base").read_text(encoding="utf-8") == "rows"
+    status = full_status(helper)
+    assert (status["RESULT"], status["COPY_TOOL"], status["SERVICES_STOPPED"]) == ("ok", "persist-delta", "db.service")
