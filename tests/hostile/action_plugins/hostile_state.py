@@ -515,9 +515,12 @@ class ActionModule(ActionBase):
         if action == "prepare":
             for fixture in case.get("setup") or []:
                 make_fixture(fixture)
+            # The host's mount points first, ours after (and the other way round after the case): a mount of the
+            # host that another process removes meanwhile is then either in neither before-list, or in both (and
+            # gone from the host's after-list), never ours alone, which would count it against the case.
+            targets = host_targets(workdir)
             before = snapshot(case, scratch)
             before["mount_ids"] = [m["id"] for m in mountinfo()]
-            targets = host_targets(workdir)
             before["host_targets"] = sorted(targets) if targets is not None else None
             with open(before_file, "w", encoding="utf-8") as handle:
                 json.dump(before, handle)
