@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Power cuts in the lab VM: what a persisted RAM mount holds after a clean reboot and after the power goes.
 
 The VM (scripts/lab/vm.sh, its own name: powercut-vm) gets a persisted tmpfs and /var/log on the log purpose through
@@ -17,7 +16,7 @@ console in a file, so it knows every marker written before the power went, and w
    - a boot's markers, once seen after its end, never change;
    - the journal's files verify (journalctl --verify) and each boot's lines in it are 1..j with no gap.
 A table per cut, and the figures, at the end; the whole console of each boot in build/powercut/.
-Usage: tests/powercut/powercut.py [--cuts N] [--seed S]   (as root, after make setup; the VM image is built if needed)
+Usage: .venv/bin/python tests/powercut/powercut.py [--cuts N] [--seed S]   (as root, after make setup; the VM image is built if needed)
 """
 
 from __future__ import annotations
@@ -198,7 +197,7 @@ class Run:
     def check(self, label):
         """Read the host after a boot and judge every boot that ended since the last check."""
         self.console.poll()
-        state = json.loads(self.vm.ssh("/usr/local/bin/pcut-check %s %s" % (MOUNT, BACKING)))
+        state = json.loads(self.vm.ssh("python3 /usr/local/lib/pcut-check.py %s %s" % (MOUNT, BACKING)))
         mount = state["mount"]
         for boot, seen in mount.items():
             if seen["missing"] or seen["bad"]:
