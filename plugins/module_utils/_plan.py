@@ -976,7 +976,9 @@ def _check_migration_xattrs(entry, path_facts, support, host, where, errors):
     tmpfs of Linux 6.6 or later, and ramfs keeps none. Those of DROPPABLE_XATTRS are left out with a warning (the
     copy step is told), any other refuses the entry before anything changes."""
     found = path_facts.get("user_xattrs") or {}
-    if not found or (entry["fstype"] == "tmpfs" and support.get("tmpfs_user_xattrs", True)):
+    fstype = entry["fstype"]
+    # zram and brd file systems (ext4, xfs, btrfs) keep them.
+    if not found or fstype not in ("tmpfs", "ramfs") or (fstype == "tmpfs" and support.get("tmpfs_user_xattrs", True)):
         return
     why = ("ramfs holds no extended attributes" if entry["fstype"] == "ramfs" else
            "tmpfs on Linux %s holds no user.* extended attributes (they need Linux 6.6 or later)"

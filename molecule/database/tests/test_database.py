@@ -10,6 +10,11 @@ from ramstate import findmnt, option, restarted
 MIB = 1024 * 1024
 
 
+def listing(host, path):
+    """The names in PATH, hidden ones too (testinfra's listdir leaves those out), sorted."""
+    return sorted(host.check_output("ls -A1 %s", path).splitlines())
+
+
 def test_datadir_is_on_tmpfs(host):
     mnt = findmnt(host, PATH)
     assert mnt is not None, "%s is not a mount point" % PATH
@@ -62,11 +67,16 @@ def test_backing_current_is_one_complete_copy(host):
     assert link.is_symlink
     target = link.linked_to
     assert re.match(r"^%s/snap-\d{8}T\d{6}\.\d+Z$" % re.escape(BACKING), target), target
-    # The switch is done: nothing half-written or left over, and at most persist.keep copies (2 by default: the
-    # current one and, once a second sync ran, the one before it).
-    names = sorted(host.file(BACKING).listdir())
+    # The switch is done: nothing half-written or left over (no copy being made, no sync in place waiting to be
+    # rolled forward), and at most persist.keep copies (2 by default: the current one and, once a second sync ran,
+    # the one before it: a snapshot, or the reverse delta of a sync in place).
+    names = listing(host, BACKING)
     copies = [name for name in names if name.startswith("snap-")]
-    assert names == ["current"] + copies and target.rsplit("/", 1)[1] == copies[-1] and len(copies) <= 2, names
+    delta = listing(host, BACKING + "/.persist-delta") if ".persist-delta" in names else []
+    undo = [name for name in delta if name.startswith("undo-")]
+    assert names == sorted(["current"] + copies + ([".persist-delta"] if delta else [])), names
+    assert not {"commit.json", "rollback.json"} & set(delta), delta
+    assert target.rsplit("/", 1)[1] in copies and len(copies) + len(undo) <= 2, (names, delta)
     assert host.file(BACKING).mode == 0o700
     # A PostgreSQL of its own, in single-user mode, reads a scratch copy of the snapshot.
     check = "/var/tmp/ramdisk-test-snapshot"
@@ -99,16 +109,22 @@ def test_disk_directory_under_the_mount_is_untouched(host):
     assert out.rc == 0, out.stdout + out.stderr
 
 
-def test_a_timed_sync_switches_to_a_new_copy(host):
+def test_a_timed_sync_writes_the_changes_into_the_copy(host):
     persist, sync, _timer = UNITS
     before = host.file("%s/current" % BACKING).linked_to
-    # What the timer starts every interval, started now; the service keeps running meanwhile.
+    # What the timer starts every interval, started now; the service is stopped for the copy and runs again after.
     assert host.run("systemctl start %s", sync).rc == 0
     after = host.file("%s/current" % BACKING).linked_to
-    assert after != before
-    # The copy it follows stays (persist.keep is 2 by default); any older one went.
-    assert sorted(host.file(BACKING).listdir()) == ["current", before.rsplit("/", 1)[1], after.rsplit("/", 1)[1]]
+    # A sync after the first writes what changed into current in place (persist-delta.py): the copy keeps its
+    # name, and the one before it stays as a reverse delta (persist.keep is 2 by default); any older one went.
+    assert after == before
+    names = listing(host, BACKING)
+    assert names == [".persist-delta", "current", before.rsplit("/", 1)[1]], names
+    delta = listing(host, BACKING + "/.persist-delta")
+    assert not {"commit.json", "rollback.json"} & set(delta), delta
+    assert len([name for name in delta if name.startswith("undo-")]) == 1, delta
     assert psql(host, "SELECT count(*) FROM on_disk") == str(ON_DISK)
     assert systemctl(host, "is-active", persist) == "active"
+    assert systemctl(host, "is-active", SERVICE) == "active"
     log = host.run("journalctl -u %s -o cat --no-pager", sync).stdout
-    assert "synced %s to %s" % (PATH, after) in log, log
+    assert "synced %s to %s (in place" % (PATH, after) in log, log

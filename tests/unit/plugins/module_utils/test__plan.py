@@ -7,6 +7,7 @@ import hashlib
 import pytest
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
+    _check_migration_xattrs,
     mount_token,
     plan_ramfs,
     plan_summary,
@@ -377,6 +378,17 @@ def test_migration_leaves_out_journald_crtime_with_a_warning():
     assert result["errors"] == [] and entry["action"] == "migrate"
     assert entry["dropped_xattrs"] == ["user.crtime_usec"]
     assert any("the copy into RAM leaves out user.crtime_usec on 3 entries" in warning for warning in entry["warnings"])
+
+
+def test_migration_into_a_disk_file_system_keeps_user_xattrs_on_any_kernel():
+    # A zram or brd entry's file system (ext4 here) keeps user.* attributes: nothing to refuse.
+    facts = _xattr_facts({"user.mime_type": [2, "a.txt"]}, False)
+    entry = {"path": "/var/tmp", "migrate": True}
+    planned = plan([ok_entry(**entry)], facts)["mounts"][0]
+    planned_fs = dict(planned, fstype="ext4", warnings=[], action="migrate")
+    errors = []
+    _check_migration_xattrs(planned_fs, facts["paths"]["/var/tmp"], facts["support"], "web01", "x", errors)
+    assert errors == [] and planned_fs["action"] == "migrate" and "dropped_xattrs" not in planned_fs
 
 
 def test_migration_keeps_user_xattrs_where_tmpfs_holds_them():
