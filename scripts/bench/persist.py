@@ -406,11 +406,11 @@ def main():
         labels = {"a": "(a) ours at first (cp -a, KEEP=1)", "b": "(b) ours before (rsync --link-dest)",
                   "c": "(c) rsync by hand, then sync -f", "d": "(d) ours now (persist-delta, in place)",
                   "e": "(d') its next sync (steady state)"}
-        print("%-36s %8s %11s %14s %11s %16s" % ("", "time", "disk", "share of tree", "processes", "new blocks (du)"))
+        print("%-38s %8s %11s %14s %11s %16s" % ("", "time", "disk", "share of tree", "processes", "new blocks (du)"))
         for key in ("a", "b", "c", "d", "e"):
             seconds, written, own, new = rows[key]
             share = 100.0 * written / tree_bytes
-            print("%-36s %7.2fs %11s %13.2f%% %11s %16s" % (labels[key], seconds, mb(written), share, mb(own), mb(new)))
+            print("%-38s %7.2fs %11s %13.2f%% %11s %16s" % (labels[key], seconds, mb(written), share, mb(own), mb(new)))
         print("(the new blocks of (d) and (d'): the helper's LAST_OK_WRITTEN_BYTES, the blocks of the entries copied "
               "and the commit record)")
         print("")
