@@ -21,6 +21,7 @@ import re
 import shlex
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+from ansible_collections.ramdisk.provision.plugins.module_utils import _trust
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import PERSIST_KEEP, holds_journal
 
 # What the persist helper keeps in a backing directory; anything else there is not ours.
@@ -57,7 +58,8 @@ def review_persist(mounts, states, host="localhost"):
     MOUNTS: planned entries (label, path, token, state, action, persist). STATES: per token what the host
     holds: unit (the persist unit file exists), active (it runs), conf_backing (the backing its earlier run
     recorded, or None), backing_exists, backing_is_dir, current (missing, snapshot or other), names (the
-    backing's entries) and mount_empty (a live RAM mount holds nothing but lost+found; None when not read).
+    backing's entries), mount_empty (a live RAM mount holds nothing but lost+found; None when not read) and trust
+    (None, or what _trust.check_backing found that root cannot trust: the entry is refused).
 
     A decision for a mounted entry: source (backing: the RAM mount is filled from the backing's current
     copy; ram: the backing is made from the RAM mount), adopt (persist must be set going: services stopped
@@ -87,6 +89,9 @@ def review_persist(mounts, states, host="localhost"):
         backing = persist["backing"]
         name = "%s.persist.backing" % where
         current = state.get("current", "missing")
+        if state.get("trust"):
+            errors.append(trust_error(host, name, backing, state["trust"]))
+            continue
         if unit and state.get("conf_backing") and state["conf_backing"] != backing:
             errors.append("Host %s: %s is '%s', but '%s' is kept in '%s' since an earlier run. Moving the backing is "
                           "not done for you: set %s back to '%s', or set state: absent with it (the data returns "
@@ -144,6 +149,31 @@ def review_persist(mounts, states, host="localhost"):
     return {"errors": errors, "warnings": warnings, "decisions": decisions}
 
 
+def trust_error(host, name, backing, found):
+    """The refusal of a backing that fails the trust model (docs/security.md). FOUND: a _trust problem, or the text of
+    why the backing could not be read."""
+    elsewhere = "choose a backing under /var/lib, e.g. /var/lib/ramdisk-backing/<name>"
+    if not isinstance(found, dict):
+        return ("Host %s: %s is '%s': whether only root can write it could not be read (%s), and the persist helper "
+                "acts as root on what it finds there. Fix that, or %s." % (host, name, backing, found, elsewhere))
+    commands = _trust.fix(found)
+    if found["path"].startswith(backing.rstrip("/") + "/"):
+        why = ("only the persist helper, as root, writes the top of a backing, and what it finds there decides what "
+               "root changes")
+        fix = "look at what '%s' holds and move it out of the backing%s, or %s" % (
+            found["path"], " (or run `%s` if root made it)" % commands if commands else "", elsewhere)
+    else:
+        why = ("the backing and every directory above it must be root's and writable by root alone, or another user "
+               "could make the restore and syncs, which run as root, change files outside it")
+        if commands:
+            fix = "run `%s`, or %s" % (commands, elsewhere)
+        elif found["why"] == "writable":
+            fix = "%s: a directory every user may write cannot hold one" % elsewhere
+        else:
+            fix = "move '%s' out of the way, or %s" % (found["path"], elsewhere)
+    return "Host %s: %s is '%s': %s; %s. Fix: %s." % (host, name, backing, _trust.describe(found), why, fix)
+
+
 def _conf_backing(token):
     try:
         with open(paths.persist_conf_file(token)) as handle:
@@ -178,8 +208,12 @@ def read_state(token, backing, live_path, systemd, run):
     conf_backing = _conf_backing(token) if unit else None
     active = unit_state(unit_names(token)["persist"], systemd, run)[0] if unit else False
     state = {"unit": unit, "active": active, "conf_backing": conf_backing, "backing_exists": False,
-             "backing_is_dir": False, "current": "missing", "names": [], "mount_empty": None}
+             "backing_is_dir": False, "current": "missing", "names": [], "mount_empty": None, "trust": None}
     if backing:
+        try:
+            state["trust"] = _trust.check_backing(backing)
+        except _trust.TrustError as exc:
+            state["trust"] = str(exc)
         state["backing_exists"] = os.path.lexists(backing)
         state["backing_is_dir"] = os.path.isdir(backing) and not os.path.islink(backing)
         current = os.path.join(backing, "current")

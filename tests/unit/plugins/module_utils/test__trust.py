@@ -179,3 +179,67 @@ def test_relative_or_dotdot_path_is_an_error(tmp_path):
     for path in ("srv/b", "/srv/../etc"):
         with pytest.raises(_trust.TrustError):
             _trust.check_path(path, str(tmp_path))
+
+
+# The plan's side: review_persist refuses a backing that fails the model, naming host, variable, value, component,
+# owner, mode and fix; read_state reads it from the host.
+HOST = "db01"
+TOKEN = "srv-data-1a2b3c4d"
+
+
+def planned(backing, state="mounted"):
+    return {"label": "ramdisk_mounts__db[0]", "path": "/srv/data", "token": TOKEN, "state": state, "action": "mount",
+            "fstype": "tmpfs", "persist": {"backing": backing, "interval": "5min", "services": []}}
+
+
+REVIEW_CASES = [
+    ("backing owned by nobody", [("srv", "dir", 0o755, 0), ("srv/b", "dir", 0o755, NOBODY)],
+     ["Host db01: ramdisk_mounts__db[0].persist.backing is '/srv/b': '/srv/b' is owned by", "uid 65534",
+      "mode 0755", "run `chown root:root /srv/b`", "/var/lib/ramdisk-backing/<name>"]),
+    ("group-writable parent", [("srv", "dir", 0o775, 0), ("srv/b", "dir", 0o700, 0)],
+     ["persist.backing is '/srv/b': '/srv' is owned by root:", "mode 0775, writable by the group",
+      "run `chmod go-w /srv`"]),
+    ("sticky world-writable parent", [("srv", "dir", 0o1777, 0)],
+     ["persist.backing is '/srv/b': '/srv' is", "mode 1777, writable by every user (sticky or not",
+      "Fix: choose a backing under /var/lib", "a directory every user may write cannot hold one"]),
+    ("current points outside", [("srv/b", "dir", 0o700, 0), ("srv/b/current", "link:/etc", None, 0)],
+     ["persist.backing is '/srv/b': '/srv/b/current' is a link made by root that leads to '/etc'",
+      "only the persist helper, as root, writes the top of a backing", "move it out of the backing"]),
+    ("planted .persist-delta", [("srv/b", "dir", 0o700, 0), ("srv/b/.persist-delta", "dir", 0o755, NOBODY),
+                                ("srv/b/.persist-delta/commit.json", "file", 0o644, NOBODY)],
+     ["'/srv/b/.persist-delta' is owned by nobody", "uid 65534", "look at what '/srv/b/.persist-delta' holds"]),
+]
+
+
+@pytest.mark.parametrize("fixtures, words", [case[1:] for case in REVIEW_CASES], ids=[case[0] for case in REVIEW_CASES])
+@pytest.mark.parametrize("state", ["mounted", "absent"])
+def test_review_refuses_an_untrusted_backing(tmp_path, fixtures, words, state):
+    from ansible_collections.ramdisk.provision.plugins.module_utils._persist import review_persist
+    root = str(tmp_path / "root")
+    os.mkdir(root, 0o755)
+    make(root, fixtures)
+    host_state = {"unit": state == "absent", "active": False, "conf_backing": None, "backing_exists": True,
+                  "backing_is_dir": True, "current": "missing", "names": [], "mount_empty": None,
+                  "trust": _trust.check_backing("/srv/b", root)}
+    review = review_persist([planned("/srv/b", state)], {TOKEN: host_state}, HOST)
+    assert len(review["errors"]) == 1 and TOKEN not in review["decisions"], review
+    assert all(word in review["errors"][0] for word in words), review["errors"][0]
+
+
+def test_read_state_reads_the_trust_of_a_backing_under_tmp(tmp_path):
+    """A real read: pytest's directory is under /tmp (1777), which any user could have made the backing's parent in."""
+    from ansible_collections.ramdisk.provision.plugins.module_utils._persist import read_state, review_persist
+    backing = str(tmp_path / "backing")
+    os.mkdir(backing, 0o700)
+    state = read_state(TOKEN, backing, None, False, None)
+    assert state["trust"]["path"] == "/tmp" and state["trust"]["why"] == "writable", state
+    review = review_persist([planned(backing)], {TOKEN: state}, HOST)
+    assert review["errors"] and "'/tmp' is owned by root:root (uid 0, gid 0), mode 1777" in review["errors"][0]
+
+
+def test_review_of_a_trusted_backing_is_unchanged():
+    from ansible_collections.ramdisk.provision.plugins.module_utils._persist import review_persist
+    host_state = {"unit": False, "active": False, "conf_backing": None, "backing_exists": False,
+                  "backing_is_dir": False, "current": "missing", "names": [], "mount_empty": None, "trust": None}
+    review = review_persist([planned("/var/lib/ramdisk-backing/db")], {TOKEN: host_state}, HOST)
+    assert review["errors"] == [] and review["decisions"][TOKEN]["source"] == "ram"
