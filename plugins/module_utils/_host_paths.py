@@ -37,6 +37,10 @@ PERSIST_STATE_DIR = RUN_DIR + "/persist"
 PERSIST_STATUS_DIR = STATE_DIR + "/persist"
 METRICS_COLLECTOR = LIBEXEC_DIR + "/metrics/_metrics.py"
 
+# Where root reads what it acts on (records, the journal, the lock, the helpers its units run): each, and every
+# directory above it, must be writable by root alone (_trust, docs/security.md).
+STATE_DIRS = (ETC_DIR, STATE_DIR, RUN_DIR, LIBEXEC_DIR)
+
 FSTAB = "/etc/fstab"
 UNIT_DIR = "/etc/systemd/system"
 TMPFILES_DIR = "/etc/tmpfiles.d"

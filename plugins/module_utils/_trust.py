@@ -229,3 +229,23 @@ def fix(found):
     if mode_bits & (stat.S_IWGRP | stat.S_IWOTH):
         commands.append("chmod go-w %s" % path)
     return "; ".join(commands)
+
+
+def state_dirs_error(host, directories, root="/"):
+    """The refusal of a host where one of DIRECTORIES (the collection's own, which root reads and runs from), or a
+    directory above it, is not root's alone; None when all are. ROOT: as walk() takes it."""
+    for directory in directories:
+        try:
+            found = check_path(directory, root)
+        except TrustError as exc:
+            return ("Host %s: whether only root can write %s could not be read (%s). Nothing was changed; fix that "
+                    "and run again." % (host, directory, exc))
+        if found is None:
+            continue
+        commands = fix(found)
+        how = ("run `%s`" % commands if commands else "make '%s' a directory of root's that only root can write"
+               % found["path"])
+        return ("Host %s: %s, and this collection keeps %s below it: root reads its records, journal and lock there "
+                "and runs its helpers from there, so whoever can write it acts as root. Nothing was changed. Fix: %s, "
+                "then run again." % (host, describe(found), directory, how))
+    return None

@@ -207,6 +207,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._journal import 
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld, describe
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as mount_items, notes
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import mem_available
+from ansible_collections.ramdisk.provision.plugins.module_utils._trust import state_dirs_error
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram_steps import apply_zram, report_line
 
 
@@ -272,6 +273,10 @@ def main():
     if any(entry.get("persist") for entry in entries) and not module.params["persist_helper"]:
         module.fail_json(msg="Host %s: a mount with persist needs persist_helper (the text of the mount role's "
                              "files/persist.sh)." % host)
+    # Before the journal is read: a journal or record someone else could have written would steer root.
+    untrusted = state_dirs_error(host, paths.STATE_DIRS)
+    if untrusted:
+        module.fail_json(msg=untrusted)
 
     def run_command(argv):
         return module.run_command(argv, environ_update={"LC_ALL": "C"})

@@ -264,6 +264,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._persist import 
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, file_kind, plan_host
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import normalize_path, path_text_problem
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import mem_available, parse_mountinfo
+from ansible_collections.ramdisk.provision.plugins.module_utils._trust import state_dirs_error
 
 ZRAM_RECORD_DIR = _host_paths.ZRAM_RECORD_DIR
 PERSIST_CONF_DIR = _host_paths.PERSIST_CONF_DIR
@@ -586,6 +587,10 @@ def main():
     if not os.path.exists("/proc/self/mountinfo"):
         module.fail_json(msg="Host %s: /proc/self/mountinfo is missing: ramdisk_plan needs Linux with /proc mounted."
                          % params["host"])
+    # Before the journal is read and recovered: a journal or record someone else could have written would steer root.
+    untrusted = state_dirs_error(params["host"], _host_paths.STATE_DIRS)
+    if untrusted:
+        module.fail_json(msg=untrusted)
     recovered = _recover(module, params)
     scan_timeout = params["scan_timeout"]
     if isinstance(scan_timeout, str):

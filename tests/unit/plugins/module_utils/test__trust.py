@@ -5,7 +5,11 @@ Real directories, owners and modes (chown needs root), read below a private root
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -243,3 +247,49 @@ def test_review_of_a_trusted_backing_is_unchanged():
                   "backing_is_dir": False, "current": "missing", "names": [], "mount_empty": None, "trust": None}
     review = review_persist([planned("/var/lib/ramdisk-backing/db")], {TOKEN: host_state}, HOST)
     assert review["errors"] == [] and review["decisions"][TOKEN]["source"] == "ram"
+
+
+# The collection's own state directories: a host where one of them, or a directory above, is not root's alone.
+STATE_CASES = [
+    ("all root's", [("etc", "dir", 0o755, 0), ("usr/local", "dir", 0o755, 0)], None),
+    ("Debian's /usr/local with the staff group (2775)", [("usr", "dir", 0o755, 0), ("usr/local", "dir", 0o2775, 0)],
+     ["Host db01: '/usr/local' is owned by root:", "mode 2775, writable by the group",
+      "keeps /usr/local/libexec/ramdisk-provision below it", "Nothing was changed. Fix: run `chmod go-w /usr/local`"]),
+    ("a journal directory owned by a user", [("var/lib/ramdisk-provision", "dir", 0o755, NOBODY)],
+     ["'/var/lib/ramdisk-provision' is owned by", "uid 65534", "keeps /var/lib/ramdisk-provision below it",
+      "run `chown root:root /var/lib/ramdisk-provision`"]),
+    ("/run every user may write", [("run", "dir", 0o1777, 0)],
+     ["'/run' is owned by root:root", "mode 1777", "make '/run' a directory of root's that only root can write"]),
+    ("a records directory that is a link", [("srv", "dir", 0o755, 0), ("etc/ramdisk-provision", "link:/srv", None, 0)],
+     ["'/etc/ramdisk-provision' is a symlink (to '/srv')"]),
+]
+
+
+@pytest.mark.parametrize("fixtures, words", [case[1:] for case in STATE_CASES], ids=[case[0] for case in STATE_CASES])
+def test_state_dirs(tmp_path, fixtures, words):
+    from ansible_collections.ramdisk.provision.plugins.module_utils._host_paths import STATE_DIRS
+    root = str(tmp_path / "root")
+    os.mkdir(root, 0o755)
+    make(root, fixtures)
+    text = _trust.state_dirs_error(HOST, STATE_DIRS, root)
+    if words is None:
+        assert text is None
+    else:
+        assert text and all(word in text for word in words), text
+
+
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare (util-linux)")
+@pytest.mark.parametrize("module", ["ramdisk_plan", "ramdisk_apply"])
+def test_the_modules_refuse_a_staff_writable_usr_local_before_reading_the_journal(tmp_path, module):
+    """For real: the module runs in a private mount namespace whose /usr/local is root:root 2775."""
+    args = tmp_path / "args.json"
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"host": HOST}}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    script = 'mount -t tmpfs -o mode=2775,size=1m ramdisk-trust-test /usr/local && exec "$@"'
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", sys.executable,
+                           "-m", "ansible_collections.ramdisk.provision.plugins.modules." + module, str(args)],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    result = json.loads(proc.stdout)
+    assert result.get("failed"), result
+    assert result["msg"].startswith("Host db01: '/usr/local' is owned by root:root (uid 0, gid 0), mode 2775"), result
+    assert "Fix: run `chmod go-w /usr/local`" in result["msg"]
