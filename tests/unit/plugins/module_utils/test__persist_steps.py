@@ -275,6 +275,19 @@ def test_a_backing_with_files_of_its_own_is_refused_under_the_lock(persist_host)
     assert not any(call.startswith("do ") for call in ex.calls) and not os.path.exists(journal.path)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_a_backing_a_user_planted_records_in_is_refused_under_the_lock(persist_host):
+    backing = persist_host / "backing"
+    os.makedirs(backing / ".persist-delta")
+    (backing / ".persist-delta" / "commit.json").write_text('{"gen": 1, "ops": []}')
+    os.chown(str(backing / ".persist-delta"), 65534, 65534)
+    ex = Systemd()
+    journal = Journal(str(persist_host / "journal.jsonl"))
+    with pytest.raises(ex_mod.ApplyError, match="changed nothing.*/backing/.persist-delta' is owned by .*uid 65534"):
+        ex_mod.apply([persisted(backing)], ex, journal, "run1")
+    assert not any(call.startswith("do ") for call in ex.calls) and not os.path.exists(journal.path)
+
+
 def test_undoing_the_first_copy_puts_the_backing_back(tmp_path):
     backing = tmp_path / "backing"
     os.makedirs(backing / "snap-old")
