@@ -37,18 +37,25 @@ class TrustError(Exception):
     """A path could not be read far enough to decide (not a refusal: the reason is in the message)."""
 
 
-def _name(table, number):
+def _user(uid):
     try:
-        return getattr(table, "getpwuid" if table is pwd else "getgrgid")(number)[0]
-    except (KeyError, AttributeError, TypeError):
-        return str(number)
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, AttributeError):
+        return str(uid)
+
+
+def _group(gid):
+    try:
+        return grp.getgrgid(gid).gr_name
+    except (KeyError, AttributeError):
+        return str(gid)
 
 
 def problem(path, info, why, target=None):
     """A finding: PATH, what is wrong (WHY: symlink, not a directory, owner, writable, current, entry), its owner,
     group and mode from INFO (an os.stat_result), and a link's TARGET."""
     found = {"path": path, "why": why, "uid": info.st_uid, "gid": info.st_gid,
-             "owner": _name(pwd, info.st_uid), "group": _name(grp, info.st_gid),
+             "owner": _user(info.st_uid), "group": _group(info.st_gid),
              "mode": "%04o" % stat.S_IMODE(info.st_mode), "kind": kind(info.st_mode)}
     if target is not None:
         found["target"] = target
@@ -56,6 +63,7 @@ def problem(path, info, why, target=None):
 
 
 def kind(mode):
+    """What a file of MODE (st_mode) is, in words."""
     for test, words in ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symlink"), (stat.S_ISREG, "a regular file"),
                         (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
                         (stat.S_ISBLK, "a block device")):
