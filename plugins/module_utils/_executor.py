@@ -35,6 +35,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import re
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, boot_id
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import PersistSteps
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import build as build_persisted
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import persisted_after
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, is_empty_dir, tree_digest
 from ansible_collections.ramdisk.provision.plugins.module_utils import _zram_steps
@@ -419,11 +420,12 @@ def _record_text(item):
     return json.dumps(item["record"], indent=4, sort_keys=True) + "\n"
 
 
-def build(item, systemd, ex=None):
+def build(item, systemd, ex=None, after=None):
     """(steps, pivot) of ITEM (a mount_items() entry) from what the host holds now; pivot is None when the
-    transaction has no point of no return (files only). EX (the executor) answers a persisted mount's questions."""
+    transaction has no point of no return (files only). EX (the executor) answers a persisted mount's questions;
+    AFTER: the persisted mounts at the end of the run (_persist_steps.persisted_after)."""
     if item.get("persist"):
-        return build_persisted(item, ex, _build_mount, _file_step)
+        return build_persisted(item, ex, _build_mount, _file_step, after)
     return _build_mount(item, systemd)
 
 
@@ -722,9 +724,10 @@ def apply(items, ex, journal, run):
     it, newest first, and raises ApplyError saying what failed, what was undone and what was left.
     """
     planned = []
+    after = persisted_after(items)
     for item in items:
         try:
-            steps, pivot = build(item, ex.systemd, ex)
+            steps, pivot = build(item, ex.systemd, ex, after)
         except (StepError, OSError) as exc:
             raise ApplyError("Host %s: %s cannot be carried out, so this run changed nothing: %s."
                              % (ex.host, item["path"], _error_text(exc)))
