@@ -32,6 +32,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _host_pat
 from ansible_collections.ramdisk.provision.plugins.module_utils import _brd_steps
 from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import AtomicWriteError, remove_file, write_file
 from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import remove_entry, set_entry
+from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import parse as parse_fstab
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, boot_id
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import PersistSteps
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import build as build_persisted
@@ -337,9 +338,11 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         if new != text:
             write_file(paths.FSTAB, new)
         if not same_boot and args.get("line"):
-            # The boot mounted what the line said; it is no longer wanted, and nothing else accounts for it.
+            # The boot mounted what the new line said; it goes only when no old line describes it too: a mount the
+            # old lines make as well holds what was written since the boot, and stays.
             mount = top_mount(args["path"])
-            if mount is not None and mount["fstype"] == args["line"][2] and mount["source"] == args["line"][0]:
+            if mount is not None and mount["fstype"] == args["line"][2] and mount["source"] == args["line"][0] \
+                    and not describes(args.get("old") or [], mount):
                 self._tool(["umount", args["path"]], "Taking away the mount the boot made at %s" % args["path"])
         return True
 
@@ -385,6 +388,12 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         if step["step"] == "unmount":
             return mount is None or mount["mount_id"] != args.get("mount_id")
         return True  # remount, start: done or not, going on is right
+
+
+def describes(lines, mount):
+    """Whether one of fstab LINES (raw) mounts what MOUNT (a mountinfo entry) is: its source and type."""
+    return any(line["entry"] is not None and line["entry"]["src"] == mount["source"]
+               and line["entry"]["fstype"] == mount["fstype"] for line in parse_fstab("".join(lines)))
 
 
 def restore_lines(text, path, old_lines):
