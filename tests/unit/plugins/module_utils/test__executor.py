@@ -255,40 +255,31 @@ def test_an_empty_mount_that_was_written_to_since_the_plan_stays(tmp_path, monke
     assert calls == [["umount", str(mounted)]]
 
 
-def _booted_with(monkeypatch, source, fstype):
-    """After a reboot: the boot mounted SOURCE (FSTYPE) at /srv/old from the new line."""
-    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": "/srv/old", "mount_id": 7, "fstype": fstype,
-                                                      "source": source}])
+
+def _undo_after_reboot(monkeypatch, line, old, mounted):
+    """The fstab step of LINE over OLD lines undone in a later boot, which mounted MOUNTED (source, fstype) at
+    LINE's path; returns the umounts run. The file is as before either way."""
+    ex = Recorder(boot="boot-2")
+    args = {"path": line[1], "line": line, "old": old}
+    ex.do_fstab(args)
+    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": line[1], "mount_id": 7, "source": mounted[0],
+                                                      "fstype": mounted[1]}])
+    ex.undo_fstab(args, {}, False)
+    assert open(paths.FSTAB).read() == FSTAB
+    return [call for call in ex.calls if call.startswith("umount")]
 
 
 def test_after_a_reboot_an_fstab_undo_keeps_a_mount_the_old_lines_describe_too(host, monkeypatch):
-    ex = Recorder(boot="boot-2")
-    args = {"path": "/srv/old", "line": ["tmpfs", "/srv/old", "tmpfs", ["size=2M"]],
-            "old": ["tmpfs /srv/old tmpfs size=1M 0 0\n"]}
-    ex.do_fstab(args)
-    _booted_with(monkeypatch, "tmpfs", "tmpfs")
-    ex.undo_fstab(args, {}, False)
     # What was written there since the boot is in that mount, which the old line mounts too: it stays.
-    assert open(paths.FSTAB).read() == FSTAB
-    assert not [call for call in ex.calls if call.startswith("umount")]
+    assert _undo_after_reboot(monkeypatch, ["tmpfs", "/srv/old", "tmpfs", ["size=2M"]],
+                              ["tmpfs /srv/old tmpfs size=1M 0 0\n"], ("tmpfs", "tmpfs")) == []
 
 
 def test_after_a_reboot_an_fstab_undo_takes_away_a_mount_only_the_new_line_made(host, monkeypatch):
-    ex = Recorder(boot="boot-2")
-    args = {"path": "/srv/new", "line": ["tmpfs", "/srv/new", "tmpfs", ["size=2M"]], "old": []}
-    ex.do_fstab(args)
-    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": "/srv/new", "mount_id": 7, "fstype": "tmpfs",
-                                                      "source": "tmpfs"}])
-    ex.undo_fstab(args, {}, False)
-    assert open(paths.FSTAB).read() == FSTAB
-    assert ex.calls == ["umount /srv/new"]
+    assert _undo_after_reboot(monkeypatch, ["tmpfs", "/srv/new", "tmpfs", ["size=2M"]], [],
+                              ("tmpfs", "tmpfs")) == ["umount /srv/new"]
 
 
 def test_after_a_reboot_an_fstab_undo_keeps_a_mount_of_another_kind(host, monkeypatch):
-    ex = Recorder(boot="boot-2")
-    args = {"path": "/srv/old", "line": ["ramfs", "/srv/old", "ramfs", ["mode=755"]],
-            "old": ["tmpfs /srv/old tmpfs size=1M 0 0\n"]}
-    ex.do_fstab(args)
-    _booted_with(monkeypatch, "tmpfs", "tmpfs")
-    ex.undo_fstab(args, {}, False)
-    assert not [call for call in ex.calls if call.startswith("umount")]
+    assert _undo_after_reboot(monkeypatch, ["ramfs", "/srv/old", "ramfs", ["mode=755"]],
+                              ["tmpfs /srv/old tmpfs size=1M 0 0\n"], ("tmpfs", "tmpfs")) == []
