@@ -251,12 +251,14 @@ import json
 import os
 import pwd
 import stat
+import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 from ansible_collections.ramdisk.provision.plugins.module_utils._dry_run import mark_todo
 from ansible_collections.ramdisk.provision.plugins.module_utils._executor import Executor, StepError, recover
+from ansible_collections.ramdisk.provision.plugins.module_utils._failure import program_runner, unexpected
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_facts import TMP, _read, gather
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld
@@ -432,8 +434,7 @@ class HostView(object):
         return any(os.path.exists(path) for path in ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount"))
 
     def persist_state(self, token, backing, live_path):
-        return read_state(token, backing, live_path, self.systemd(),
-                          lambda argv: self.module.run_command(argv, environ_update={"LC_ALL": "C"}))
+        return read_state(token, backing, live_path, self.systemd(), program_runner(self.module))
 
     def _can_unshare(self):
         if self._unshare is None:
@@ -521,7 +522,7 @@ def _recover(module, params):
         return []
     host = params["host"]
     check = module.check_mode or not params["recover"]
-    executor = Executor(lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}),
+    executor = Executor(program_runner(module),
                         os.path.isdir("/run/systemd/system"), host, check=check)
     lock = None
     try:
@@ -546,7 +547,7 @@ def _todo(module, params, result):
     """Whether any backend has anything to do (and each persisted mount and zram device's own todo), from
     ramdisk_apply's steps built in check mode (_dry_run)."""
     systemd = os.path.isdir("/run/systemd/system")
-    executor = Executor(lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}), systemd,
+    executor = Executor(program_runner(module), systemd,
                         params["host"], check=True, persist_helper=params["persist_helper"])
     settings = {"known": result.get("zram_known") or {}, "persistence": params["zram_persistence"],
                 "allow_swap_cycle": params["zram_allow_swap_cycle"],
@@ -582,6 +583,16 @@ def main():
         ),
         supports_check_mode=True,
     )
+    try:
+        _main(module)
+    except Exception as exc:  # pylint: disable=broad-except
+        # Whatever nobody foresaw still says what happened and what the host holds.
+        module.fail_json(msg=unexpected(module.params["host"], "ramdisk_plan", exc, _paths(
+            module.params["sources"], module.params["swap_devices"], module.params["backend_requests"])),
+            exception=traceback.format_exc())
+
+
+def _main(module):
     params = module.params
     if not os.path.exists("/proc/self/mountinfo"):
         module.fail_json(msg="Host %s: /proc/self/mountinfo is missing: ramdisk_plan needs Linux with /proc mounted."
