@@ -100,8 +100,29 @@ def _fill_options(options):
         if key == "mode" and sep and len(value) == 4 and value[0] in "01234567":
             value = "%o" % (int(value, 8) & 0o1777)
             option = "mode=%s" % value
+        elif option == "ro":
+            option = "rw"  # filled first; made read-only once its root is set (_seal)
         out.append(option)
     return out
+
+
+def _root_options(item, root):
+    """The mount options of a new read-only tmpfs with its root as ROOT says, set by the kernel at mount: it takes
+    no chown or chmod after. Other mounts: the options as they are."""
+    options = list(item["options"])
+    if item["fstype"] != "tmpfs" or "ro" not in options:
+        return options
+    keys = set(option.partition("=")[0] for option in options)
+    for key, value in (("mode", root.get("mode")), ("uid", _uid(root.get("owner"))), ("gid", _gid(root.get("group")))):
+        if key not in keys and value is not None and value != -1:
+            options.append("%s=%s" % (key, value))
+    return options
+
+
+def _seal(steps, item, path):
+    """A read-only mount (options: [ro]) filled and rooted at PATH: made read-only now, before anyone sees it."""
+    if "ro" in item["options"]:
+        steps.append({"step": "remount", "args": {"path": path, "options": ["ro"]}})
 
 
 class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
@@ -194,8 +215,11 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
 
     def do_root(self, args):
         info = os.stat(args["path"])
-        os.chown(args["path"], _uid(args.get("owner")), _gid(args.get("group")))
-        if args.get("mode") is not None:
+        uid, gid = _uid(args.get("owner")), _gid(args.get("group"))
+        # Only what differs: a read-only mount whose root the mount itself set takes no chown (EROFS).
+        if uid not in (-1, info.st_uid) or gid not in (-1, info.st_gid):
+            os.chown(args["path"], uid, gid)
+        if args.get("mode") is not None and int(str(args["mode"]), 8) != stat.S_IMODE(os.stat(args["path"]).st_mode):
             os.chmod(args["path"], int(str(args["mode"]), 8))
         return {"dev": info.st_dev, "old": {"mode": stat.S_IMODE(info.st_mode), "uid": info.st_uid, "gid": info.st_gid}}
 
@@ -508,6 +532,7 @@ def _build_mount(item, systemd, middle=()):
                                                "dropped_xattrs": item.get("dropped_xattrs") or []}})
         steps.append({"step": "release", "args": {"path": lower}})
         steps.append({"step": "root", "args": dict(root, path=stage)})
+        _seal(steps, item, stage)
         pivot = len(steps)
         steps.append({"step": "move", "args": {"src": stage, "path": path, "fstype": item["fstype"],
                                                "below": (top or {}).get("mount_id"), "stage_i": stage_i}})
@@ -521,7 +546,7 @@ def _build_mount(item, systemd, middle=()):
     elif action == "mount":
         pivot = len(steps)
         steps.append({"step": "mount", "args": {"path": path, "src": item["src"], "fstype": item["fstype"],
-                                                "options": list(item["options"]),
+                                                "options": _root_options(item, root),
                                                 "below": (top or {}).get("mount_id")}})
         steps.append({"step": "root", "args": root})
     else:

@@ -103,6 +103,37 @@ def test_a_migrate_fills_out_of_sight_and_moves_in_at_the_pivot(host):
     assert "mode=2750" not in ex_mod._fill_options(["mode=2750"]) and ex_mod._fill_options(["mode=2750"]) == ["mode=750"]
 
 
+def test_a_read_only_tmpfs_gets_its_root_from_its_mount_options(host):
+    steps, _pivot = ex_mod.build(entry(options=["size=1M", "ro"], mode="0750", owner="0", group="0"), systemd=True)
+    mounted = steps[[step["step"] for step in steps].index("mount")]["args"]
+    # The kernel sets the root at mount: a read-only file system takes no chown or chmod after.
+    assert mounted["options"] == ["size=1M", "ro", "mode=0750", "uid=0", "gid=0"]
+    fstab = [step for step in steps if step["step"] == "fstab"][0]["args"]["line"]
+    assert fstab[3] == ["size=1M", "ro"]
+
+
+def test_a_read_only_migrate_is_filled_rooted_then_made_read_only_before_its_move(host):
+    steps, pivot = ex_mod.build(entry(action="migrate", migrate=True, options=["size=1M", "ro"]), systemd=True)
+    names = [step["step"] for step in steps]
+    assert names[names.index("bind"):pivot + 1] == ["bind", "mkdir", "mount", "copy", "release", "root", "remount",
+                                                    "move"]
+    staged = steps[names.index("mount")]["args"]
+    assert staged["options"] == ["size=1M", "rw"]
+    assert steps[names.index("remount")]["args"] == {"path": staged["path"], "options": ["ro"]}
+
+
+def test_the_root_step_changes_only_what_differs(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(os, "chown", lambda *args: calls.append(("chown",) + args[1:]))
+    monkeypatch.setattr(os, "chmod", lambda *args: calls.append(("chmod",) + args[1:]))
+    info = os.stat(str(tmp_path))
+    same = {"path": str(tmp_path), "owner": str(info.st_uid), "group": None, "mode": "%o" % (info.st_mode & 0o7777)}
+    ex_mod.Executor.do_root(Recorder(), same)
+    assert calls == []
+    ex_mod.Executor.do_root(Recorder(), dict(same, mode="1777"))
+    assert calls == [("chmod", 0o1777)]
+
+
 def test_a_mount_that_goes_is_unmounted_first_then_its_files(host, monkeypatch):
     mount = {"mount_point": "/srv/old", "mount_id": 42, "fstype": "tmpfs", "source": "tmpfs"}
     monkeypatch.setattr(ex_mod, "mountinfo", lambda: [mount])
