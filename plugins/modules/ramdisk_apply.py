@@ -207,6 +207,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._executor import
 from ansible_collections.ramdisk.provision.plugins.module_utils._failure import program_runner, unexpected
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld, describe
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_identity import identity, same_mount
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as mount_items, notes
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import mem_available
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram_steps import apply_zram, report_line
@@ -221,7 +222,9 @@ def _stale(host, entries):
             continue
         mount = top_mount(entry["path"])
         now = mount["mount_id"] if mount else None
-        if now != seen.get("mount_id"):
+        same = same_mount(seen, identity(entry["path"])) if mount else None
+        # The mount ID alone only where the kernel has no unique one: it comes back after an umount and a mount.
+        if now != seen.get("mount_id") or same is False:
             out.append("%s: %s" % (entry["path"], "%s from %s is mounted there now" % (mount["fstype"], mount["source"])
                                    if mount else "what the plan saw mounted there is gone"))
     return out

@@ -262,6 +262,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._failure import 
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_facts import TMP, _read, gather
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_identity import identity
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import read_state
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, file_kind, plan_host
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import normalize_path, path_text_problem
@@ -626,7 +627,8 @@ def _main(module):
     # changed since (another run got there first).
     top = dict((mount["mount_point"], mount["mount_id"]) for mount in mountinfo)
     for entry in (result.get("tmpfs") or []) + (result.get("ramfs") or []):
-        entry["seen"] = {"mount_id": top.get(entry["path"])}
+        # With the mount's unique ID where the kernel has one: the mount ID alone comes back after an umount.
+        entry["seen"] = dict(identity(entry["path"]) if entry["path"] in top else {}, mount_id=top.get(entry["path"]))
     facts.pop("all_mounts", None)
     # Under its own key: a module's result may no longer carry warnings itself (ansible-core 2.19).
     result["plan_warnings"] = result.pop("warnings")

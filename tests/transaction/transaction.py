@@ -91,6 +91,7 @@ RO_PLAIN, RO_DATA = TOP + "/ro-plain", TOP + "/ro-data"
 RO_ENTRIES = [{"path": RO_PLAIN, "size": "8M", "options": ["ro"], "owner": OWNER[0], "mode": "0750"},
               {"path": RO_DATA, "size": "32M", "migrate": True, "options": ["ro"]}]
 POLICIES = {"both": [MIGRATE_ENTRY, PLAIN_ENTRY], "data": [MIGRATE_ENTRY], "odd": ODD_ENTRIES, "read-only": RO_ENTRIES,
+            "plain": [PLAIN_ENTRY], "plain-bigger": [dict(PLAIN_ENTRY, size="16M")],
             "odd-absent": [dict(entry, state="absent") for entry in ODD_ENTRIES]}
 FIXTURES = {"small": 290, "big": 5000}
 MODULE_TIMEOUT = 180
@@ -1014,6 +1015,35 @@ def case_read_only(spec, runner):
     return out
 
 
+def case_remounted(spec, runner):
+    """A mount replaced by hand (umount, then mount of a tmpfs at the path) between the plan and the apply: the
+    kernel gives the new one the old mount ID, and the apply must still refuse (the path changed) and leave it."""
+    out = {"problems": []}
+    first = runner.run("plain")
+    if not first["ok"]:
+        raise CaseError("the first run failed: %s" % first["msg"])
+    entries, _recovered = runner.plan("plain-bigger")
+    before = mounts_at(PLAIN)[-1]
+    sh("umount", PLAIN)
+    sh("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", PLAIN)
+    with open(os.path.join(PLAIN, "written-by-hand"), "w", encoding="utf-8") as handle:
+        handle.write("the admin's\n")
+    after = mounts_at(PLAIN)[-1]
+    out["mount_id_reused"] = before["mount_id"] == after["mount_id"]
+    done = runner._finish(runner.apply_start(entries))
+    result = done["result"] or {}
+    out["first"] = {"ok": done["rc"] == 0 and not result.get("failed"), "msg": (result.get("msg") or "")[:600]}
+    if out["first"]["ok"] or STALE not in out["first"]["msg"]:
+        out["problems"].append("the apply did not refuse a path remounted since its plan (mount ID %s): %s"
+                               % ("reused" if out["mount_id_reused"] else "new", out["first"]["msg"] or "it ran"))
+    now = mounts_at(PLAIN)
+    if not now or now[-1]["super_options"] != after["super_options"] or \
+            not os.path.exists(os.path.join(PLAIN, "written-by-hand")):
+        out["problems"].append("the mount made by hand was changed: %s, then %s" % (after, now))
+    out["first"]["ok"] = not out["problems"]
+    return out
+
+
 def case_zram_root(spec, runner):
     """A zram file system that migrates a directory owned 4242:4343, mode 2750, with no owner or mode of its own:
     the root keeps them, the data is there, a second run changes nothing. Every device made is removed."""
@@ -1042,8 +1072,10 @@ def report_case(name, result):
     """One line for the case NAME; its problems, as FAIL lines."""
     if result.get("error"):
         return ["%s: %s" % (name, result["error"])]
-    print("\n%s: first run %s, %s" % (name, "ok" if result["first"]["ok"] else "FAILED: %s" % result["first"]["msg"],
-                                     "pass" if not result["problems"] else "FAIL"))
+    print("\n%s: first run %s%s, %s" % (name, "ok" if result["first"]["ok"] else "FAILED: %s" % result["first"]["msg"],
+                                       "" if "mount_id_reused" not in result else " (the kernel %s the mount ID)"
+                                       % ("reused" if result["mount_id_reused"] else "did not reuse"),
+                                       "pass" if not result["problems"] else "FAIL"))
     return ["%s: %s" % (name, problem) for problem in result["problems"]]
 
 
@@ -1164,7 +1196,7 @@ def case_limits(spec, runner):
 CASES = {"reference": case_reference, "kill": case_kill, "cp-kill": case_cp_kill, "concurrency": case_concurrency,
          "reboot": case_reboot, "full-disk": case_full_disk, "odd-paths": case_odd_paths, "limits": case_limits,
          "zram-reference": zram_case, "zram-kill": zram_case, "zram-fail": zram_case, "read-only": case_read_only,
-         "zram-root": case_zram_root}
+         "zram-root": case_zram_root, "remounted": case_remounted}
 
 
 def inside(spec):
@@ -1518,8 +1550,8 @@ def main():
     parser.add_argument("--keep", default=os.path.join(REPO, "build", "transaction"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--tries", type=int, default=20)
-    parser.add_argument("--only", default="kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,read-only,zram,"
-                                          "zram-root")
+    parser.add_argument("--only", default="kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,read-only,"
+                                          "remounted,zram,zram-root")
     args = parser.parse_args()
     if args.inside:
         inside(json.loads(args.inside))
@@ -1539,7 +1571,8 @@ def main():
                                             {"name": "full-disk", "case": "full-disk", "policy": "both"},
                                             {"name": "odd-paths", "case": "odd-paths", "policy": "odd"},
                                             {"name": "limits", "case": "limits", "policy": "data"},
-                                            {"name": "read-only", "case": "read-only", "policy": "read-only"})
+                                            {"name": "read-only", "case": "read-only", "policy": "read-only"},
+                                            {"name": "remounted", "case": "remounted", "policy": "plain"})
                           if spec["name"] in only]
     specs = concurrency_specs(args.tries) if "concurrency" in only else []
     queue = Queue(front, [kind for kind in ("kill", "reboot") if kind in only], specs)
@@ -1570,8 +1603,9 @@ def main():
         problems += report_odd_paths(results["odd-paths"])
     if "limits" in only:
         problems += report_limits(results["limits"])
-    if "read-only" in only:
-        problems += report_case("read-only", results["read-only"])
+    for name in ("read-only", "remounted"):
+        if name in only:
+            problems += report_case(name, results[name])
     if "zram-root" in only:
         # Alone: the zram devices are the kernel's, and each case counts the ones it made.
         results["zram-root"] = driver.case({"name": "zram-root", "case": "zram-root", "policy": "zram-keep"})

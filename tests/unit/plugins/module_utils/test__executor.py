@@ -265,7 +265,7 @@ def test_an_empty_mount_a_boot_made_goes_before_the_fill_from_disk(host, monkeyp
     steps, pivot = ex_mod.build(entry(action="migrate", migrate=True, refill=True), systemd=False)
     names = [step["step"] for step in steps]
     assert names[:8] == ["unmount", "bind", "mkdir", "mount", "copy", "release", "root", "move"]
-    assert steps[0]["args"] == {"path": "/srv/a", "mount_id": 42, "empty": True} and steps[pivot]["step"] == "move"
+    assert steps[0]["args"] == {"path": "/srv/a", "mount_id": 42, "empty": True, "unique": None} and steps[pivot]["step"] == "move"
     plain, _pivot = ex_mod.build(entry(action="migrate", migrate=True), systemd=False)
     assert "unmount" not in [step["step"] for step in plain]
 
