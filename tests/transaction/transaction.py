@@ -92,6 +92,7 @@ RO_ENTRIES = [{"path": RO_PLAIN, "size": "8M", "options": ["ro"], "owner": OWNER
               {"path": RO_DATA, "size": "32M", "migrate": True, "options": ["ro"]}]
 POLICIES = {"both": [MIGRATE_ENTRY, PLAIN_ENTRY], "data": [MIGRATE_ENTRY], "odd": ODD_ENTRIES, "read-only": RO_ENTRIES,
             "plain": [PLAIN_ENTRY], "plain-bigger": [dict(PLAIN_ENTRY, size="16M")],
+            "plain-nofail": [dict(PLAIN_ENTRY, options=["nofail"])],
             "odd-absent": [dict(entry, state="absent") for entry in ODD_ENTRIES]}
 FIXTURES = {"small": 290, "big": 5000}
 MODULE_TIMEOUT = 180
@@ -1044,6 +1045,44 @@ def case_remounted(spec, runner):
     return out
 
 
+def case_reboot_undo(spec, runner):
+    """A run killed right after it rewrote the fstab line of a live mount (a change of the file alone, undone when
+    cut short), a power cut, a boot that mounts the new line, files written there, then the next run: it puts the
+    old line back and keeps the mount, which the old line describes too, with what was written since the boot."""
+    out = {"problems": []}
+    first = runner.run("plain")
+    if not first["ok"]:
+        raise CaseError("the first run failed: %s" % first["msg"])
+    for n in range(2, 30):
+        killed = runner.run("plain-nofail", kill_at=n)
+        lines = Journal(paths.JOURNAL).read()
+        steps = dict(((line.get("run"), line.get("txn")), (line.get("what") or {}).get("steps") or [])
+                     for line in lines if line.get("t") == "txn")
+        last = lines[-1] if lines else {}
+        if not killed["killed"]:
+            raise CaseError("no run of plain-nofail was killed right after its fstab step: %s" % killed["msg"])
+        if last.get("t") == "done" and steps[(last["run"], last["txn"])][last["i"]]["step"] == "fstab":
+            out["killed_at"] = n
+            break
+    else:
+        raise CaseError("no kill point after the fstab step")
+    power_cut(runner.work)
+    out["booted"] = boot()
+    with open(os.path.join(PLAIN, "written-since-boot"), "w", encoding="utf-8") as handle:
+        handle.write("kept\n")
+    second = runner.run("plain")
+    out["first"] = outcome(second)
+    if not second["ok"]:
+        out["problems"].append("the run after the boot failed: %s" % second["msg"])
+    if not mounts_at(PLAIN) or not os.path.exists(os.path.join(PLAIN, "written-since-boot")):
+        out["problems"].append("what was written in %s since the boot is gone (mounted there now: %s)"
+                               % (PLAIN, mounts_at(PLAIN)))
+    with open(paths.FSTAB, encoding="utf-8") as handle:
+        if "nofail" in handle.read():
+            out["problems"].append("the new fstab line stayed")
+    return out
+
+
 def case_zram_root(spec, runner):
     """A zram file system that migrates a directory owned 4242:4343, mode 2750, with no owner or mode of its own:
     the root keeps them, the data is there, a second run changes nothing. Every device made is removed."""
@@ -1196,7 +1235,8 @@ def case_limits(spec, runner):
 CASES = {"reference": case_reference, "kill": case_kill, "cp-kill": case_cp_kill, "concurrency": case_concurrency,
          "reboot": case_reboot, "full-disk": case_full_disk, "odd-paths": case_odd_paths, "limits": case_limits,
          "zram-reference": zram_case, "zram-kill": zram_case, "zram-fail": zram_case, "read-only": case_read_only,
-         "zram-root": case_zram_root, "remounted": case_remounted}
+         "zram-root": case_zram_root, "remounted": case_remounted,
+         "reboot-undo": case_reboot_undo}
 
 
 def inside(spec):
@@ -1551,7 +1591,7 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--only", default="kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,read-only,"
-                                          "remounted,zram,zram-root")
+                                          "remounted,reboot-undo,zram,zram-root")
     args = parser.parse_args()
     if args.inside:
         inside(json.loads(args.inside))
@@ -1572,7 +1612,8 @@ def main():
                                             {"name": "odd-paths", "case": "odd-paths", "policy": "odd"},
                                             {"name": "limits", "case": "limits", "policy": "data"},
                                             {"name": "read-only", "case": "read-only", "policy": "read-only"},
-                                            {"name": "remounted", "case": "remounted", "policy": "plain"})
+                                            {"name": "remounted", "case": "remounted", "policy": "plain"},
+                                            {"name": "reboot-undo", "case": "reboot-undo", "policy": "plain"})
                           if spec["name"] in only]
     specs = concurrency_specs(args.tries) if "concurrency" in only else []
     queue = Queue(front, [kind for kind in ("kill", "reboot") if kind in only], specs)
@@ -1603,7 +1644,7 @@ def main():
         problems += report_odd_paths(results["odd-paths"])
     if "limits" in only:
         problems += report_limits(results["limits"])
-    for name in ("read-only", "remounted"):
+    for name in ("read-only", "remounted", "reboot-undo"):
         if name in only:
             problems += report_case(name, results[name])
     if "zram-root" in only:
