@@ -182,7 +182,8 @@ policy:
 tmpfs:
   description: The tmpfs mounts, each with its action (mount, migrate, remount, ok, unmount, absent-ok), options
     (with uid= and gid=), the record the mount role keeps of it, and what was mounted on top of its path when the
-    plan was made (C(seen.mount_id), null when nothing), which M(ramdisk.provision.ramdisk_apply) checks.
+    plan was made (C(seen.mount_id), null when nothing; with it C(seen.unique) and C(seen.boot), the mount's unique
+    64-bit ID on Linux 6.8 and later, null before, and the boot ID), which M(ramdisk.provision.ramdisk_apply) checks.
     C(refill) is true on a migrate of a mount of ours found empty over what the directory holds on disk (a boot
     mounted it from its /etc/fstab line and nothing copied the data in); it is replaced by one filled from the disk.
   returned: always
