@@ -234,7 +234,8 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
             os.chown(args["path"], uid, gid)
         if args.get("mode") is not None and int(str(args["mode"]), 8) != stat.S_IMODE(os.stat(args["path"]).st_mode):
             os.chmod(args["path"], int(str(args["mode"]), 8))
-        return {"dev": info.st_dev, "unique": unique_mount_id(args["path"]), "old": {"mode": stat.S_IMODE(info.st_mode), "uid": info.st_uid, "gid": info.st_gid}}
+        return {"dev": info.st_dev, "unique": unique_mount_id(args["path"]),
+                "old": {"mode": stat.S_IMODE(info.st_mode), "uid": info.st_uid, "gid": info.st_gid}}
 
     def do_move(self, args):
         self._tool(["mount", "--move", args["src"], args["path"]], "Moving the new mount onto %s" % args["path"])
