@@ -32,9 +32,12 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _host_pat
 from ansible_collections.ramdisk.provision.plugins.module_utils import _brd_steps
 from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import AtomicWriteError, remove_file, write_file
 from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import remove_entry, set_entry
+from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import parse as parse_fstab
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, boot_id
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_identity import unique_mount_id
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import PersistSteps
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import build as build_persisted
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import persisted_after
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, is_empty_dir, tree_digest
 from ansible_collections.ramdisk.provision.plugins.module_utils import _zram_steps
@@ -61,6 +64,20 @@ def _read(path):
 
 def mountinfo():
     return parse_mountinfo(_read("/proc/self/mountinfo") or "")
+
+
+def mount_result(path):
+    """What a step that mounted at PATH journals of the mount on top there: its mount ID and, where the kernel has
+    one, its unique ID (the mount ID alone is given out again after an umount)."""
+    mount = top_mount(path)
+    return {"mount_id": mount["mount_id"] if mount else None, "unique": unique_mount_id(path) if mount else None}
+
+
+def is_mount(path, mount, mount_id, unique):
+    """Whether MOUNT (top_mount(PATH)) is the one a step saw as MOUNT_ID and UNIQUE (None: not known)."""
+    if mount is None or mount["mount_id"] != mount_id:
+        return False
+    return unique is None or unique_mount_id(path) in (None, unique)
 
 
 def top_mount(path, mounts=None):
@@ -98,8 +115,29 @@ def _fill_options(options):
         if key == "mode" and sep and len(value) == 4 and value[0] in "01234567":
             value = "%o" % (int(value, 8) & 0o1777)
             option = "mode=%s" % value
+        elif option == "ro":
+            option = "rw"  # filled first; made read-only once its root is set (_seal)
         out.append(option)
     return out
+
+
+def _root_options(item, root):
+    """The mount options of a new read-only tmpfs with its root as ROOT says, set by the kernel at mount: it takes
+    no chown or chmod after. Other mounts: the options as they are."""
+    options = list(item["options"])
+    if item["fstype"] != "tmpfs" or "ro" not in options:
+        return options
+    keys = set(option.partition("=")[0] for option in options)
+    for key, value in (("mode", root.get("mode")), ("uid", _uid(root.get("owner"))), ("gid", _gid(root.get("group")))):
+        if key not in keys and value is not None and value != -1:
+            options.append("%s=%s" % (key, value))
+    return options
+
+
+def _seal(steps, item, path):
+    """A read-only mount (options: [ro]) filled and rooted at PATH: made read-only now, before anyone sees it."""
+    if "ro" in item["options"]:
+        steps.append({"step": "remount", "args": {"path": path, "options": ["ro"]}})
 
 
 class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
@@ -152,10 +190,9 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         if args.get("options"):
             argv += ["-o", ",".join(args["options"])]
         self._tool(argv + [args["src"], args["path"]], "Mounting %s" % args["path"])
-        mount = top_mount(args["path"])
         if args.get("private"):
             self._tool(["mount", "--make-private", args["path"]], "Making %s private" % args["path"])
-        return {"mount_id": mount["mount_id"] if mount else None}
+        return mount_result(args["path"])
 
     def do_bind(self, args):
         if not os.path.isdir(args["path"]):
@@ -163,8 +200,7 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         # Not recursive: the mounts under the directory are not part of what lies on its disk.
         self._tool(["mount", "--bind", args["src"], args["path"]], "Binding %s" % args["src"])
         self._tool(["mount", "--make-private", args["path"]], "Making %s private" % args["path"])
-        mount = top_mount(args["path"])
-        return {"mount_id": mount["mount_id"] if mount else None}
+        return mount_result(args["path"])
 
     def do_copy(self, args):
         self._tool(["cp", "-a", "--no-target-directory", args["src"] + "/.", args["dest"]],
@@ -192,15 +228,18 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
 
     def do_root(self, args):
         info = os.stat(args["path"])
-        os.chown(args["path"], _uid(args.get("owner")), _gid(args.get("group")))
-        if args.get("mode") is not None:
+        uid, gid = _uid(args.get("owner")), _gid(args.get("group"))
+        # Only what differs: a read-only mount whose root the mount itself set takes no chown (EROFS).
+        if uid not in (-1, info.st_uid) or gid not in (-1, info.st_gid):
+            os.chown(args["path"], uid, gid)
+        if args.get("mode") is not None and int(str(args["mode"]), 8) != stat.S_IMODE(os.stat(args["path"]).st_mode):
             os.chmod(args["path"], int(str(args["mode"]), 8))
-        return {"dev": info.st_dev, "old": {"mode": stat.S_IMODE(info.st_mode), "uid": info.st_uid, "gid": info.st_gid}}
+        return {"dev": info.st_dev, "unique": unique_mount_id(args["path"]),
+                "old": {"mode": stat.S_IMODE(info.st_mode), "uid": info.st_uid, "gid": info.st_gid}}
 
     def do_move(self, args):
         self._tool(["mount", "--move", args["src"], args["path"]], "Moving the new mount onto %s" % args["path"])
-        mount = top_mount(args["path"])
-        return {"mount_id": mount["mount_id"] if mount else None}
+        return mount_result(args["path"])
 
     def do_remount(self, args):
         self._tool(["mount", "-o", ",".join(["remount"] + list(args["options"])), args["path"]],
@@ -209,7 +248,7 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
 
     def do_unmount(self, args):
         mount = top_mount(args["path"])
-        if mount is not None and mount["mount_id"] == args["mount_id"]:
+        if is_mount(args["path"], mount, args["mount_id"], args.get("unique")):
             if args.get("empty") and is_empty_dir(args["path"]) is not True:
                 raise StepError("the %s at %s, empty when this run planned to replace it by one filled from the "
                                 "disk, is not empty any more, so it stays as it is. Look at what was written there "
@@ -268,7 +307,7 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         if mount is None or mount["mount_id"] == args.get("below"):
             return False
         if result.get("mount_id") is not None:
-            return mount["mount_id"] == result["mount_id"]
+            return is_mount(args["path"], mount, result["mount_id"], result.get("unique"))
         return mount["fstype"] == args.get("fstype")
 
     def undo_mkdir(self, args, result, same_boot):
@@ -290,7 +329,7 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         # point of ours (STAGE_ROOT/<token>), where what is on top, other than what was there before, is ours.
         mount = top_mount(args["path"]) if same_boot else None
         if mount is not None and mount["mount_id"] != args.get("below") and \
-                mount["mount_id"] == (result.get("mount_id") or mount["mount_id"]):
+                is_mount(args["path"], mount, result.get("mount_id") or mount["mount_id"], result.get("unique")):
             self._tool(["umount", args["path"]], "Releasing %s" % args["path"])
         for directory in (args["path"], os.path.dirname(args["path"])):
             try:
@@ -300,9 +339,9 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         return True
 
     def undo_move(self, args, result, same_boot):
-        moved = (result or {}).get("mount_id") or (self.txn_results.get(args.get("stage_i")) or {}).get("mount_id")
+        moved = result if (result or {}).get("mount_id") else self.txn_results.get(args.get("stage_i")) or {}
         mount = top_mount(args["path"]) if same_boot else None
-        if mount is not None and mount["mount_id"] == moved:
+        if moved.get("mount_id") and is_mount(args["path"], mount, moved["mount_id"], moved.get("unique")):
             self._tool(["umount", args["path"]], "Taking away the new mount at %s" % args["path"])
         return True
 
@@ -318,7 +357,10 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
             info = os.stat(args["path"])
         except OSError:
             return True
-        if same_boot and result.get("old") and info.st_dev == result.get("dev"):
+        unique = result.get("unique")
+        # The device number comes back with a new tmpfs; the unique mount ID, where the kernel has one, does not.
+        if same_boot and result.get("old") and info.st_dev == result.get("dev") and \
+                (unique is None or unique_mount_id(args["path"]) in (None, unique)):
             old = result["old"]
             os.chown(args["path"], old["uid"], old["gid"])
             os.chmod(args["path"], old["mode"])
@@ -336,9 +378,11 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         if new != text:
             write_file(paths.FSTAB, new)
         if not same_boot and args.get("line"):
-            # The boot mounted what the line said; it is no longer wanted, and nothing else accounts for it.
+            # The boot mounted what the new line said; it goes only when no old line describes it too: a mount the
+            # old lines make as well holds what was written since the boot, and stays.
             mount = top_mount(args["path"])
-            if mount is not None and mount["fstype"] == args["line"][2] and mount["source"] == args["line"][0]:
+            if mount is not None and mount["fstype"] == args["line"][2] and mount["source"] == args["line"][0] \
+                    and not describes(args.get("old") or [], mount):
                 self._tool(["umount", args["path"]], "Taking away the mount the boot made at %s" % args["path"])
         return True
 
@@ -382,8 +426,14 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         if step["step"] == "move":
             return mount is not None and mount["mount_id"] != args.get("below") and mount["fstype"] == args["fstype"]
         if step["step"] == "unmount":
-            return mount is None or mount["mount_id"] != args.get("mount_id")
+            return not is_mount(args["path"], mount, args.get("mount_id"), args.get("unique"))
         return True  # remount, start: done or not, going on is right
+
+
+def describes(lines, mount):
+    """Whether one of fstab LINES (raw) mounts what MOUNT (a mountinfo entry) is: its source and type."""
+    return any(line["entry"] is not None and line["entry"]["src"] == mount["source"]
+               and line["entry"]["fstype"] == mount["fstype"] for line in parse_fstab("".join(lines)))
 
 
 def restore_lines(text, path, old_lines):
@@ -419,11 +469,12 @@ def _record_text(item):
     return json.dumps(item["record"], indent=4, sort_keys=True) + "\n"
 
 
-def build(item, systemd, ex=None):
+def build(item, systemd, ex=None, after=None):
     """(steps, pivot) of ITEM (a mount_items() entry) from what the host holds now; pivot is None when the
-    transaction has no point of no return (files only). EX (the executor) answers a persisted mount's questions."""
+    transaction has no point of no return (files only). EX (the executor) answers a persisted mount's questions;
+    AFTER: the persisted mounts at the end of the run (_persist_steps.persisted_after)."""
     if item.get("persist"):
-        return build_persisted(item, ex, _build_mount, _file_step)
+        return build_persisted(item, ex, _build_mount, _file_step, after)
     return _build_mount(item, systemd)
 
 
@@ -447,7 +498,8 @@ def _build_mount(item, systemd, middle=()):
     if item["state"] == "absent":
         if action == "unmount" and not item["use_dropin"] and top is not None:
             pivot = len(steps)
-            steps.append({"step": "unmount", "args": {"path": path, "mount_id": top["mount_id"]}})
+            steps.append({"step": "unmount", "args": {"path": path, "mount_id": top["mount_id"],
+                                                      "unique": unique_mount_id(path)}})
         if item["use_dropin"]:
             units |= _file_step(steps, paths.TMP_DROPIN, None)
         elif old_lines:
@@ -486,7 +538,8 @@ def _build_mount(item, systemd, middle=()):
         if item.get("refill") and top is not None:
             # The plan found it empty over the data on disk (a boot mounted it, nothing filled it): it goes first, so
             # that the bind below shows the directory on disk; its undo has nothing to put back.
-            steps.append({"step": "unmount", "args": {"path": path, "mount_id": top["mount_id"], "empty": True}})
+            steps.append({"step": "unmount", "args": {"path": path, "mount_id": top["mount_id"], "empty": True,
+                                                      "unique": unique_mount_id(path)}})
         steps.append({"step": "bind", "args": {"src": path, "path": lower, "fstype": None,
                                                "below": (top_mount(lower, mounts) or {}).get("mount_id")}})
         steps.append({"step": "mkdir", "args": {"create": [stage]}})
@@ -497,6 +550,7 @@ def _build_mount(item, systemd, middle=()):
                                                "dropped_xattrs": item.get("dropped_xattrs") or []}})
         steps.append({"step": "release", "args": {"path": lower}})
         steps.append({"step": "root", "args": dict(root, path=stage)})
+        _seal(steps, item, stage)
         pivot = len(steps)
         steps.append({"step": "move", "args": {"src": stage, "path": path, "fstype": item["fstype"],
                                                "below": (top or {}).get("mount_id"), "stage_i": stage_i}})
@@ -510,7 +564,7 @@ def _build_mount(item, systemd, middle=()):
     elif action == "mount":
         pivot = len(steps)
         steps.append({"step": "mount", "args": {"path": path, "src": item["src"], "fstype": item["fstype"],
-                                                "options": list(item["options"]),
+                                                "options": _root_options(item, root),
                                                 "below": (top or {}).get("mount_id")}})
         steps.append({"step": "root", "args": root})
     else:
@@ -656,8 +710,7 @@ def recover(ex, journal):
                 forward = True
             elif ex.took_effect(steps[pivot], steps[pivot]["args"], same_boot):
                 forward = True
-                mount = top_mount(steps[pivot]["args"].get("path", ""))
-                found["results"][pivot] = {"mount_id": mount["mount_id"] if mount else None}
+                found["results"][pivot] = mount_result(steps[pivot]["args"].get("path", ""))
         if forward and not same_boot and pivot is not None and steps[pivot]["step"] in ("mount", "move", "systemctl_start") \
                 and not found["results"].get(pivot):
             forward = False
@@ -722,9 +775,10 @@ def apply(items, ex, journal, run):
     it, newest first, and raises ApplyError saying what failed, what was undone and what was left.
     """
     planned = []
+    after = persisted_after(items)
     for item in items:
         try:
-            steps, pivot = build(item, ex.systemd, ex)
+            steps, pivot = build(item, ex.systemd, ex, after)
         except (StepError, OSError) as exc:
             raise ApplyError("Host %s: %s cannot be carried out, so this run changed nothing: %s."
                              % (ex.host, item["path"], _error_text(exc)))

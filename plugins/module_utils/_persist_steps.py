@@ -261,10 +261,24 @@ def _systemctl(argv, undo=None, **extra):
     return {"step": "systemctl", "args": args}
 
 
-def build(item, ex, build_mount, file_step):
+def persisted_after(items):
+    """The tokens of the persisted mounts the host holds once ITEMS (every mount_items() entry of one run) are all
+    carried out: those set up now, less the ones the run releases, plus the ones it sets up. Each transaction is
+    built before any runs, so what is shared between them (the helper) is decided on this end state."""
+    tokens = set(name[:-len(".conf")] for name in _listdir(paths.PERSIST_CONF_DIR) if name.endswith(".conf"))
+    for item in items:
+        if item.get("state") == "absent":
+            tokens.discard(item["token"])
+        elif item.get("persist"):
+            tokens.add(item["token"])
+    return tokens
+
+
+def build(item, ex, build_mount, file_step, after=None):
     """(steps, pivot) of ITEM (a mount_items() entry with persist). EX: the executor (host queries, systemd, the
     helper's text); BUILD_MOUNT(item, systemd, middle): the steps of the mount itself, with MIDDLE put before its
-    record; FILE_STEP: the executor's _file_step."""
+    record; FILE_STEP: the executor's _file_step; AFTER: persisted_after() of the whole run (None: the host as it
+    is, for a transaction alone)."""
     token = item["token"]
     persist = item["persist"]
     path = item["path"]
@@ -317,8 +331,10 @@ def build(item, ex, build_mount, file_step):
         # The last sync's status: the metrics collector would go on reporting a mount that is gone.
         file_step(middle, "%s/%s.status" % (paths.PERSIST_STATUS_DIR, token), None)
         _journald_steps(middle, token, None, file_step)
-        others = [name for name in _listdir(paths.PERSIST_CONF_DIR) if name.endswith(".conf") and name != token + ".conf"]
-        if not others:
+        if after is None:
+            after = persisted_after([item])
+        if not after - {token}:
+            # No persisted mount is left once the whole run is done: the helper goes too.
             file_step(middle, paths.PERSIST_HELPER, None)
             file_step(middle, paths.PERSIST_DELTA, None)
         if units:

@@ -54,6 +54,8 @@ DEVICE_DEFAULTS = {
     # Off; for a file system only.
     "persist": None,
 }
+# A file system's root: what an entry leaves unset, a directory that exists keeps (as a tmpfs over it does).
+ROOT_KEYS = ("mode", "owner", "group")
 USES = ("swap", "filesystem")
 STATES = ("present", "absent")
 # Kernel swap priorities: -1 lets the kernel choose, 0..32767 are set by hand (swapon(8)).
@@ -76,6 +78,8 @@ def plan_zram(devices, facts, host="localhost", var_name="zram_devices", default
     errors = []
     planned = []
     facts = facts or {}
+    # The root's keys the user's defaults set; those neither they nor an entry set keep the directory's own.
+    root_set = set(key for key in ROOT_KEYS if (defaults or {}).get(key) is not None)
     defaults = dict(DEVICE_DEFAULTS, **dict((key, value) for key, value in (defaults or {}).items()
                                             if value is not None or key not in DEVICE_DEFAULTS))
     mem_total = (facts.get("memory") or {}).get("total_bytes")
@@ -150,6 +154,7 @@ def plan_zram(devices, facts, host="localhost", var_name="zram_devices", default
         if use == "filesystem":
             mount = block_filesystem(entry, values, size_bytes, state, unit_name(name or "unnamed"))
             if mount is not None:
+                mount["root_keep"] = [key for key in ROOT_KEYS if key not in root_set and item.get(key) is None]
                 if mount["path"] in paths:
                     entry.error("path", values.get("path"), "the same mount point as %s.path" % paths[mount["path"]],
                                 "Mount each device at its own path.")

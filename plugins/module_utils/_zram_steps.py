@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import time
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
@@ -413,10 +414,23 @@ def _wanted_algorithm(entry, state, kernel, allow_fallback):
         raise _step_error(str(exc))
 
 
+def _kept_root(mount):
+    """MOUNT with the root keys its entry left unset (root_keep) as the directory at its path has them: a migrate
+    keeps the owner and mode of the directory it goes over, and a live mount the ones it has."""
+    try:
+        info = os.stat(mount["path"])
+    except (OSError, KeyError):
+        return mount
+    if not mount.get("root_keep") or not stat.S_ISDIR(info.st_mode):
+        return mount
+    found = {"mode": "%04o" % stat.S_IMODE(info.st_mode), "owner": str(info.st_uid), "group": str(info.st_gid)}
+    return dict(mount, **dict((key, found[key]) for key in mount["root_keep"] if key in found))
+
+
 def _mount_entry(entry, device, settings):
     """The entry's mount for the shared pipeline, on /dev/DEVICE; with zram-generator, its setup unit makes the
     device at boot instead of ours."""
-    mount = dict(entry["mount"], src="/dev/" + device)
+    mount = dict(_kept_root(entry["mount"]), src="/dev/" + device)
     if settings.get("persistence") == "generator":
         mount["options"] = [option.replace("x-systemd.requires=" + entry["unit"],
                                            "x-systemd.requires=systemd-zram-setup@%s.service" % device)

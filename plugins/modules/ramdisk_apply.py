@@ -195,6 +195,7 @@ lock:
 """
 
 import os
+import traceback
 import uuid
 
 from ansible.module_utils.basic import AnsibleModule
@@ -203,8 +204,10 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _host_pat
 from ansible_collections.ramdisk.provision.plugins.module_utils._brd_steps import apply_brd
 from ansible_collections.ramdisk.provision.plugins.module_utils._executor import (
     ApplyError, Executor, StepError, apply, planned_records, recover, top_mount)
+from ansible_collections.ramdisk.provision.plugins.module_utils._failure import program_runner, unexpected
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld, describe
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_identity import identity, same_mount
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as mount_items, notes
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import mem_available
 from ansible_collections.ramdisk.provision.plugins.module_utils._trust import state_dirs_error
@@ -220,7 +223,9 @@ def _stale(host, entries):
             continue
         mount = top_mount(entry["path"])
         now = mount["mount_id"] if mount else None
-        if now != seen.get("mount_id"):
+        same = same_mount(seen, identity(entry["path"])) if mount else None
+        # The mount ID alone only where the kernel has no unique one: it comes back after an umount and a mount.
+        if now != seen.get("mount_id") or same is False:
             out.append("%s: %s" % (entry["path"], "%s from %s is mounted there now" % (mount["fstype"], mount["source"])
                                    if mount else "what the plan saw mounted there is gone"))
     return out
@@ -264,6 +269,17 @@ def main():
         ),
         supports_check_mode=True,
     )
+    try:
+        _main(module)
+    except Exception as exc:  # pylint: disable=broad-except
+        # Whatever nobody foresaw still says what happened and what the host holds.
+        wanted = [entry.get("path") for entry in module.params["mounts"] + list((module.params["brd"] or {}).get(
+            "mounts") or []) if isinstance(entry, dict) and isinstance(entry.get("path"), str)]
+        module.fail_json(msg=unexpected(module.params["host"], "ramdisk_apply", exc, wanted),
+                         exception=traceback.format_exc())
+
+
+def _main(module):
     host = module.params["host"]
     run = module.params["run_id"] or uuid.uuid4().hex[:12]
     systemd = os.path.isdir("/run/systemd/system")
@@ -278,10 +294,7 @@ def main():
     if untrusted:
         module.fail_json(msg=untrusted)
 
-    def run_command(argv):
-        return module.run_command(argv, environ_update={"LC_ALL": "C"})
-
-    executor = Executor(run_command, systemd, host, check=module.check_mode,
+    executor = Executor(program_runner(module), systemd, host, check=module.check_mode,
                         persist_helper=module.params["persist_helper"])
     journal = Journal(paths.JOURNAL)
     zram_settings = {"known": module.params["zram_known"], "persistence": module.params["zram_persistence"],

@@ -182,7 +182,8 @@ policy:
 tmpfs:
   description: The tmpfs mounts, each with its action (mount, migrate, remount, ok, unmount, absent-ok), options
     (with uid= and gid=), the record the mount role keeps of it, and what was mounted on top of its path when the
-    plan was made (C(seen.mount_id), null when nothing), which M(ramdisk.provision.ramdisk_apply) checks.
+    plan was made (C(seen.mount_id), null when nothing; with it C(seen.unique) and C(seen.boot), the mount's unique
+    64-bit ID on Linux 6.8 and later, null before, and the boot ID), which M(ramdisk.provision.ramdisk_apply) checks.
     C(refill) is true on a migrate of a mount of ours found empty over what the directory holds on disk (a boot
     mounted it from its /etc/fstab line and nothing copied the data in); it is replaced by one filled from the disk.
   returned: always
@@ -251,15 +252,18 @@ import json
 import os
 import pwd
 import stat
+import traceback
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 from ansible_collections.ramdisk.provision.plugins.module_utils._dry_run import mark_todo
 from ansible_collections.ramdisk.provision.plugins.module_utils._executor import Executor, StepError, recover
+from ansible_collections.ramdisk.provision.plugins.module_utils._failure import program_runner, unexpected
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_facts import TMP, _read, gather
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_identity import identity
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import read_state
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, file_kind, plan_host
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import normalize_path, path_text_problem
@@ -433,8 +437,7 @@ class HostView(object):
         return any(os.path.exists(path) for path in ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount"))
 
     def persist_state(self, token, backing, live_path):
-        return read_state(token, backing, live_path, self.systemd(),
-                          lambda argv: self.module.run_command(argv, environ_update={"LC_ALL": "C"}))
+        return read_state(token, backing, live_path, self.systemd(), program_runner(self.module))
 
     def _can_unshare(self):
         if self._unshare is None:
@@ -522,7 +525,7 @@ def _recover(module, params):
         return []
     host = params["host"]
     check = module.check_mode or not params["recover"]
-    executor = Executor(lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}),
+    executor = Executor(program_runner(module),
                         os.path.isdir("/run/systemd/system"), host, check=check)
     lock = None
     try:
@@ -547,7 +550,7 @@ def _todo(module, params, result):
     """Whether any backend has anything to do (and each persisted mount and zram device's own todo), from
     ramdisk_apply's steps built in check mode (_dry_run)."""
     systemd = os.path.isdir("/run/systemd/system")
-    executor = Executor(lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}), systemd,
+    executor = Executor(program_runner(module), systemd,
                         params["host"], check=True, persist_helper=params["persist_helper"])
     settings = {"known": result.get("zram_known") or {}, "persistence": params["zram_persistence"],
                 "allow_swap_cycle": params["zram_allow_swap_cycle"],
@@ -583,6 +586,16 @@ def main():
         ),
         supports_check_mode=True,
     )
+    try:
+        _main(module)
+    except Exception as exc:  # pylint: disable=broad-except
+        # Whatever nobody foresaw still says what happened and what the host holds.
+        module.fail_json(msg=unexpected(module.params["host"], "ramdisk_plan", exc, _paths(
+            module.params["sources"], module.params["swap_devices"], module.params["backend_requests"])),
+            exception=traceback.format_exc())
+
+
+def _main(module):
     params = module.params
     if not os.path.exists("/proc/self/mountinfo"):
         module.fail_json(msg="Host %s: /proc/self/mountinfo is missing: ramdisk_plan needs Linux with /proc mounted."
@@ -620,7 +633,8 @@ def main():
     # changed since (another run got there first).
     top = dict((mount["mount_point"], mount["mount_id"]) for mount in mountinfo)
     for entry in (result.get("tmpfs") or []) + (result.get("ramfs") or []):
-        entry["seen"] = {"mount_id": top.get(entry["path"])}
+        # With the mount's unique ID where the kernel has one: the mount ID alone comes back after an umount.
+        entry["seen"] = dict(identity(entry["path"]) if entry["path"] in top else {}, mount_id=top.get(entry["path"]))
     facts.pop("all_mounts", None)
     # Under its own key: a module's result may no longer carry warnings itself (ansible-core 2.19).
     result["plan_warnings"] = result.pop("warnings")

@@ -12,8 +12,8 @@
 # go with the namespace. The zram cases, one at a time, make zram devices and swaps, which are the kernel's: each
 # case removes every device a record or the journal of its namespace names. About 7 minutes on 2 busy cores.
 #
-# Arguments go to the driver: --only kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,zram, --tries N
-# (20), --jobs N (2).
+# Arguments go to the driver: --only kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,read-only,
+# remounted,reboot-undo,zram,zram-root, --tries N (20), --jobs N (2).
 # Output: a table per part, each failure, the count and the time; each failed case's log and result stay in
 # build/transaction/. Exits 1 when a property failed, 2 when the test itself could not run.
 set -euo pipefail

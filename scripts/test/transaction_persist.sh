@@ -9,7 +9,8 @@
 # that sees a read-only stage of this checkout (plugins, persist helper, these tests, ansible-core's package)
 # made under this run's work directory (/var/tmp/ramdisk-transaction-persist.*). No zram device or swap is made.
 #
-# Arguments go to the driver: --only adopt,remove, --jobs N (2), --image IMAGE (ramdisk-lab/debian:12).
+# Arguments go to the driver: --only adopt,remove,handover, --jobs N (2), --image IMAGE (ramdisk-lab/debian:12),
+# --tag TAG (container names txpersist-TAG-*).
 # Output: a table per kind, each failure, the counts and the time; each failed case's log and result stay in
 # build/transaction-persist/. Exits 1 when a property failed, 2 when the test itself could not run.
 set -euo pipefail

@@ -28,7 +28,10 @@ tmpfs entries and the text of roles/mount/files/persist.sh, each a module proces
   changed data. The next run must leave what one uninterrupted removal leaves (the changed data in the directory on
   disk, no mount, no backing, no units, conf, helper, record or fstab line, the service running).
 
-Usage: persist.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--tag TAG] [--only adopt,remove]
+- handover: the persisted mount made, then one run that releases it and sets up another persisted mount: it
+  succeeds, the helper stays, and the new mount's sync writes its backing.
+
+Usage: persist.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--tag TAG] [--only adopt,remove,handover]
 (containers are named txpersist-TAG-*). Prints a table per kind and exits 1 when a property failed, 2 when the test
 could not run; each failed case's log and result go to --keep (build/transaction-persist).
 """
@@ -73,6 +76,10 @@ CONTAINER_PREFIX = "txpersist-"
 MIN_KILL_POINTS = 20
 MAX_KILL_AT = 200
 KINDS = ("adopt", "remove")
+# One run that releases the persisted mount at DATA and sets up another at OTHER: the helper both need stays.
+OTHER = tx.TOP + "/other"
+OTHER_ENTRY = {"path": OTHER, "size": "8M", "persist": {"backing": "/var/lib/ramdisk-backing/txother",
+                                                        "interval": "1h"}}
 
 
 # In the container ------------------------------------------------------------------------------------------
@@ -313,6 +320,42 @@ def check_end(kind, fixture, changed, work, out):
     return out
 
 
+def handover(runner):
+    """DATA persisted by one run; the next run releases it and sets up OTHER persisted, in one apply: it succeeds, and
+    OTHER's sync runs (the helper it needs is there), its backing taking the file written in it."""
+    made = runner.run("present")
+    if not made["ok"]:
+        raise CaseError("the persisted mount could not be made: %s" % (made["msg"] or made))
+    os.makedirs(OTHER)
+    done = runner._finish(runner._start("ramdisk_plan", {
+        "host": "transaction-test", "sources": [{"name": "ramdisk_mounts", "value": [dict(ENTRY, state="absent"),
+                                                                                     OTHER_ENTRY]}],
+        "purposes": runner.purposes, "defaults": runner.defaults}, None))
+    plan = done["result"] or {}
+    if done["rc"] != 0 or plan.get("failed") or plan.get("errors"):
+        raise CaseError("ramdisk_plan failed: %s" % (plan.get("msg") or plan.get("errors") or done))
+    applied = runner._finish(runner.apply_start(plan["tmpfs"] + plan["ramfs"]))
+    result = applied["result"] or {}
+    out = {"first": {"ok": applied["rc"] == 0 and not result.get("failed"), "msg": (result.get("msg") or "")[:800]},
+           "problems": []}
+    if not out["first"]["ok"]:
+        out["problems"].append("the run that releases %s and adds %s failed: %s" % (DATA, OTHER, out["first"]["msg"]))
+        return out
+    if not os.path.exists(paths.PERSIST_HELPER):
+        out["problems"].append("the helper %s is gone, which %s's units run" % (paths.PERSIST_HELPER, OTHER))
+    with open(os.path.join(OTHER, "written-after"), "w", encoding="utf-8") as handle:
+        handle.write("to be synced\n")
+    sync = subprocess.run(["systemctl", "start", unit_names(token(OTHER))["sync"]], capture_output=True, text=True,
+                          check=False)
+    if sync.returncode != 0:
+        out["problems"].append("the sync of %s failed: %s" % (OTHER, (sync.stderr or sync.stdout).strip()))
+    elif not os.path.exists(os.path.join(OTHER_ENTRY["persist"]["backing"], "current", "written-after")):
+        out["problems"].append("the backing of %s lacks the file written after the run" % OTHER)
+    if os.path.ismount(DATA):
+        out["problems"].append("%s is still mounted" % DATA)
+    return out
+
+
 def case(spec):
     out = run_case(spec)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -328,6 +371,8 @@ def run_case(spec):
         helper = handle.read()
     runner = Runner(work, spec["purposes"], spec["defaults"], helper)
     fixture = setup()
+    if spec["case"] == "handover":
+        return handover(runner)
     out = {"fixture": tx.digest_hash(fixture), "runs": runner.times}
     kind = spec["kind"]
     changed = None
@@ -560,7 +605,7 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--image", default=IMAGE)
     parser.add_argument("--tag", default=str(os.getpid()))
-    parser.add_argument("--only", default=",".join(KINDS))
+    parser.add_argument("--only", default=",".join(KINDS + ("handover",)))
     args = parser.parse_args()
     if args.inside:
         inside(json.loads(args.inside))
@@ -572,7 +617,8 @@ def main():
     driver = Driver(args.work, args.keep, args.image, args.tag, make_stage(args.work),
                     {"purposes": purposes, "defaults": defaults})
     references = [{"name": "reference-%s" % kind, "case": "reference", "kind": kind} for kind in kinds]
-    queue = Queue(references, kinds)
+    alone = [{"name": "handover", "case": "handover", "kind": "handover"}] if "handover" in args.only.split(",") else []
+    queue = Queue(references + alone, kinds)
     results = tx.run_all(driver, queue, args.jobs)
     problems = []
     for kind in kinds:
@@ -593,6 +639,9 @@ def main():
             if reference.get("again_state") else []
     for kind in kinds:
         problems += report(kind, results, results["reference-%s" % kind], queue.end[kind])
+    if alone:
+        problems += tx.report_case("handover (%s released, %s persisted, one run)" % (DATA, OTHER),
+                                   results["handover"])
     print()
     for problem in problems:
         print("FAIL: %s" % problem)

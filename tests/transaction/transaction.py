@@ -86,7 +86,13 @@ PLAIN_ENTRY = {"path": PLAIN, "size": "8M"}
 ODD_PATHS = (TOP + "/my data #1", TOP + "/back\\slash 'q' \"d\" 100% $x caf\u00e9")
 ODD_ENTRIES = [{"path": ODD_PATHS[0], "size": "16M", "migrate": True},
                {"path": ODD_PATHS[1], "backend": "ramfs", "size": "8M", "mode": "0750"}]
-POLICIES = {"both": [MIGRATE_ENTRY, PLAIN_ENTRY], "data": [MIGRATE_ENTRY], "odd": ODD_ENTRIES,
+# A read-only tmpfs (a way to mask a directory): mounted with an owner and mode, and migrated with the directory's.
+RO_PLAIN, RO_DATA = TOP + "/ro-plain", TOP + "/ro-data"
+RO_ENTRIES = [{"path": RO_PLAIN, "size": "8M", "options": ["ro"], "owner": OWNER[0], "mode": "0750"},
+              {"path": RO_DATA, "size": "32M", "migrate": True, "options": ["ro"]}]
+POLICIES = {"both": [MIGRATE_ENTRY, PLAIN_ENTRY], "data": [MIGRATE_ENTRY], "odd": ODD_ENTRIES, "read-only": RO_ENTRIES,
+            "plain": [PLAIN_ENTRY], "plain-bigger": [dict(PLAIN_ENTRY, size="16M")],
+            "plain-nofail": [dict(PLAIN_ENTRY, options=["nofail"])],
             "odd-absent": [dict(entry, state="absent") for entry in ODD_ENTRIES]}
 FIXTURES = {"small": 290, "big": 5000}
 MODULE_TIMEOUT = 180
@@ -681,6 +687,9 @@ ZRAM_POLICIES = {
     "zram-swap": [{"name": "txswap", "use": "swap", "size": "32M", "algorithm": "lz4", "priority": 7}],
     "zram-fs": [{"name": "txfs", "use": "filesystem", "size": "48M", "algorithm": "lzo", "path": ZDATA,
                  "owner": OWNER[0], "group": GROUP[0], "mode": "0750", "migrate": True, "options": ["nofail"]}],
+    # No owner, group or mode: the migrated directory's own (the fixture's 4242:4343 2750) stay.
+    "zram-keep": [{"name": "txkeep", "use": "filesystem", "size": "40M", "algorithm": "lzo", "path": TOP + "/zkeep",
+                   "migrate": True, "options": ["nofail"]}],
     # Device 3 of 4 asks for a size the kernel refuses (0 bytes, past the plan): the run fails at its zram_set.
     "zram-fail": [{"name": "txa", "use": "swap", "size": "16M", "priority": 5},
                   {"name": "txb", "use": "filesystem", "size": "32M", "path": TOP + "/zb"},
@@ -969,6 +978,146 @@ def case_odd_paths(spec, runner):
     return out
 
 
+def root_of(path):
+    info = os.stat(path)
+    return "%o %d:%d" % (info.st_mode & 0o7777, info.st_uid, info.st_gid)
+
+
+def second_run_problems(done, again):
+    """A run DONE that applied a policy, and AGAIN, the same policy once more, which must change nothing."""
+    if not done["ok"]:
+        return ["the run failed: %s" % done["msg"]]
+    if not again["ok"] or again["result"].get("changed"):
+        return ["the second run %s" % ("changed the host" if again["ok"] else "failed: %s" % again["msg"])]
+    return []
+
+
+def case_read_only(spec, runner):
+    """A read-only tmpfs, mounted (its owner and mode set at mount) and migrated (the directory's owner, mode and
+    data): both read-only, each root as it should be, the data there, a second run changes nothing."""
+    fixture = make_fixture(RO_DATA, 60)
+    out = {"problems": []}
+    first = runner.run(spec["policy"])
+    out["first"] = outcome(first)
+    if not first["ok"]:
+        out["problems"].append("the run failed: %s" % first["msg"])
+        return out
+    for path, root in ((RO_PLAIN, "750 %d:0" % OWNER[1]), (RO_DATA, "2750 %d:%d" % (OWNER[1], GROUP[1]))):
+        found = mounts_at(path)
+        if [mount["fstype"] for mount in found] != ["tmpfs"] or "ro" not in found[-1]["mount_options"]:
+            out["problems"].append("%s: not one read-only tmpfs: %s" % (path, found))
+        if root_of(path) != root:
+            out["problems"].append("%s: its root is %s, not %s" % (path, root_of(path), root))
+    copied, copy_problems = tree_digest(RO_DATA)
+    out["problems"] += copy_problems + compare_trees(fixture, copied, "disk directory", "RAM copy", root_mtime=True)
+    second = runner.run(spec["policy"])
+    out["second"] = outcome(second)
+    out["problems"] += second_run_problems(first, second)
+    return out
+
+
+def case_remounted(spec, runner):
+    """A mount replaced by hand (umount, then mount of a tmpfs at the path) between the plan and the apply: the
+    kernel gives the new one the old mount ID, and the apply must still refuse (the path changed) and leave it."""
+    out = {"problems": []}
+    first = runner.run("plain")
+    if not first["ok"]:
+        raise CaseError("the first run failed: %s" % first["msg"])
+    entries, _recovered = runner.plan("plain-bigger")
+    before = mounts_at(PLAIN)[-1]
+    sh("umount", PLAIN)
+    sh("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", PLAIN)
+    with open(os.path.join(PLAIN, "written-by-hand"), "w", encoding="utf-8") as handle:
+        handle.write("the admin's\n")
+    after = mounts_at(PLAIN)[-1]
+    out["mount_id_reused"] = before["mount_id"] == after["mount_id"]
+    done = runner._finish(runner.apply_start(entries))
+    result = done["result"] or {}
+    out["first"] = {"ok": done["rc"] == 0 and not result.get("failed"), "msg": (result.get("msg") or "")[:600]}
+    if out["first"]["ok"] or STALE not in out["first"]["msg"]:
+        out["problems"].append("the apply did not refuse a path remounted since its plan (mount ID %s): %s"
+                               % ("reused" if out["mount_id_reused"] else "new", out["first"]["msg"] or "it ran"))
+    now = mounts_at(PLAIN)
+    if not now or now[-1]["super_options"] != after["super_options"] or \
+            not os.path.exists(os.path.join(PLAIN, "written-by-hand")):
+        out["problems"].append("the mount made by hand was changed: %s, then %s" % (after, now))
+    out["first"]["ok"] = not out["problems"]
+    return out
+
+
+def case_reboot_undo(spec, runner):
+    """A run killed right after it rewrote the fstab line of a live mount (a change of the file alone, undone when
+    cut short), a power cut, a boot that mounts the new line, files written there, then the next run: it puts the
+    old line back and keeps the mount, which the old line describes too, with what was written since the boot."""
+    out = {"problems": []}
+    first = runner.run("plain")
+    if not first["ok"]:
+        raise CaseError("the first run failed: %s" % first["msg"])
+    for n in range(2, 30):
+        killed = runner.run("plain-nofail", kill_at=n)
+        lines = Journal(paths.JOURNAL).read()
+        steps = dict(((line.get("run"), line.get("txn")), (line.get("what") or {}).get("steps") or [])
+                     for line in lines if line.get("t") == "txn")
+        last = lines[-1] if lines else {}
+        if not killed["killed"]:
+            raise CaseError("no run of plain-nofail was killed right after its fstab step: %s" % killed["msg"])
+        if last.get("t") == "done" and steps[(last["run"], last["txn"])][last["i"]]["step"] == "fstab":
+            out["killed_at"] = n
+            break
+    else:
+        raise CaseError("no kill point after the fstab step")
+    power_cut(runner.work)
+    out["booted"] = boot()
+    with open(os.path.join(PLAIN, "written-since-boot"), "w", encoding="utf-8") as handle:
+        handle.write("kept\n")
+    second = runner.run("plain")
+    out["first"] = outcome(second)
+    if not second["ok"]:
+        out["problems"].append("the run after the boot failed: %s" % second["msg"])
+    if not mounts_at(PLAIN) or not os.path.exists(os.path.join(PLAIN, "written-since-boot")):
+        out["problems"].append("what was written in %s since the boot is gone (mounted there now: %s)"
+                               % (PLAIN, mounts_at(PLAIN)))
+    with open(paths.FSTAB, encoding="utf-8") as handle:
+        if "nofail" in handle.read():
+            out["problems"].append("the new fstab line stayed")
+    return out
+
+
+def case_zram_root(spec, runner):
+    """A zram file system that migrates a directory owned 4242:4343, mode 2750, with no owner or mode of its own:
+    the root keeps them, the data is there, a second run changes nothing. Every device made is removed."""
+    before = zram_names()
+    path = ZRAM_POLICIES[spec["policy"]][0]["path"]
+    fixture = make_fixture(path, 60)
+    out = {"problems": []}
+    try:
+        first = zram_run(runner, spec["policy"])
+        out["first"] = outcome(first)
+        if first["ok"]:
+            if root_of(path) != "2750 %d:%d" % (OWNER[1], GROUP[1]):
+                out["problems"].append("%s: its root is %s, not 2750 %d:%d" % (path, root_of(path), OWNER[1], GROUP[1]))
+            copied, copy_problems = tree_digest(path)
+            copied.pop("lost+found", None)
+            out["problems"] += copy_problems + compare_trees(fixture, copied, "disk directory", "zram copy",
+                                                             root_mtime=True, b_fs_root=True)
+        out["problems"] += second_run_problems(first, zram_run(runner, spec["policy"]) if first["ok"] else first)
+    finally:
+        out["removed"], problems = zram_clean(before)
+        out["problems"] += problems
+    return out
+
+
+def report_case(name, result):
+    """One line for the case NAME; its problems, as FAIL lines."""
+    if result.get("error"):
+        return ["%s: %s" % (name, result["error"])]
+    print("\n%s: first run %s%s, %s" % (name, "ok" if result["first"]["ok"] else "FAILED: %s" % result["first"]["msg"],
+                                       "" if "mount_id_reused" not in result else " (the kernel %s the mount ID)"
+                                       % ("reused" if result["mount_id_reused"] else "did not reuse"),
+                                       "pass" if not result["problems"] else "FAIL"))
+    return ["%s: %s" % (name, problem) for problem in result["problems"]]
+
+
 XATTRS = TOP + "/xattrs"
 QUOTA = TOP + "/quota"
 # 20 files, each with one 983-byte extended attribute: tmpfs charges 40 bytes + name + value (1,031) of its
@@ -1085,7 +1234,9 @@ def case_limits(spec, runner):
 
 CASES = {"reference": case_reference, "kill": case_kill, "cp-kill": case_cp_kill, "concurrency": case_concurrency,
          "reboot": case_reboot, "full-disk": case_full_disk, "odd-paths": case_odd_paths, "limits": case_limits,
-         "zram-reference": zram_case, "zram-kill": zram_case, "zram-fail": zram_case}
+         "zram-reference": zram_case, "zram-kill": zram_case, "zram-fail": zram_case, "read-only": case_read_only,
+         "zram-root": case_zram_root, "remounted": case_remounted,
+         "reboot-undo": case_reboot_undo}
 
 
 def inside(spec):
@@ -1439,7 +1590,8 @@ def main():
     parser.add_argument("--keep", default=os.path.join(REPO, "build", "transaction"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--tries", type=int, default=20)
-    parser.add_argument("--only", default="kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,zram")
+    parser.add_argument("--only", default="kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,read-only,"
+                                          "remounted,reboot-undo,zram,zram-root")
     args = parser.parse_args()
     if args.inside:
         inside(json.loads(args.inside))
@@ -1458,7 +1610,10 @@ def main():
     front = references + [spec for spec in ({"name": "cp-kill", "case": "cp-kill", "policy": "data"},
                                             {"name": "full-disk", "case": "full-disk", "policy": "both"},
                                             {"name": "odd-paths", "case": "odd-paths", "policy": "odd"},
-                                            {"name": "limits", "case": "limits", "policy": "data"})
+                                            {"name": "limits", "case": "limits", "policy": "data"},
+                                            {"name": "read-only", "case": "read-only", "policy": "read-only"},
+                                            {"name": "remounted", "case": "remounted", "policy": "plain"},
+                                            {"name": "reboot-undo", "case": "reboot-undo", "policy": "plain"})
                           if spec["name"] in only]
     specs = concurrency_specs(args.tries) if "concurrency" in only else []
     queue = Queue(front, [kind for kind in ("kill", "reboot") if kind in only], specs)
@@ -1489,6 +1644,13 @@ def main():
         problems += report_odd_paths(results["odd-paths"])
     if "limits" in only:
         problems += report_limits(results["limits"])
+    for name in ("read-only", "remounted", "reboot-undo"):
+        if name in only:
+            problems += report_case(name, results[name])
+    if "zram-root" in only:
+        # Alone: the zram devices are the kernel's, and each case counts the ones it made.
+        results["zram-root"] = driver.case({"name": "zram-root", "case": "zram-root", "policy": "zram-keep"})
+        problems += report_case("zram-root", results["zram-root"])
     zram_points = 0
     if "zram" in only:
         zram_results, ends = run_zram(driver)

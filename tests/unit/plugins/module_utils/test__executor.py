@@ -103,6 +103,37 @@ def test_a_migrate_fills_out_of_sight_and_moves_in_at_the_pivot(host):
     assert "mode=2750" not in ex_mod._fill_options(["mode=2750"]) and ex_mod._fill_options(["mode=2750"]) == ["mode=750"]
 
 
+def test_a_read_only_tmpfs_gets_its_root_from_its_mount_options(host):
+    steps, _pivot = ex_mod.build(entry(options=["size=1M", "ro"], mode="0750", owner="0", group="0"), systemd=True)
+    mounted = steps[[step["step"] for step in steps].index("mount")]["args"]
+    # The kernel sets the root at mount: a read-only file system takes no chown or chmod after.
+    assert mounted["options"] == ["size=1M", "ro", "mode=0750", "uid=0", "gid=0"]
+    fstab = [step for step in steps if step["step"] == "fstab"][0]["args"]["line"]
+    assert fstab[3] == ["size=1M", "ro"]
+
+
+def test_a_read_only_migrate_is_filled_rooted_then_made_read_only_before_its_move(host):
+    steps, pivot = ex_mod.build(entry(action="migrate", migrate=True, options=["size=1M", "ro"]), systemd=True)
+    names = [step["step"] for step in steps]
+    assert names[names.index("bind"):pivot + 1] == ["bind", "mkdir", "mount", "copy", "release", "root", "remount",
+                                                    "move"]
+    staged = steps[names.index("mount")]["args"]
+    assert staged["options"] == ["size=1M", "rw"]
+    assert steps[names.index("remount")]["args"] == {"path": staged["path"], "options": ["ro"]}
+
+
+def test_the_root_step_changes_only_what_differs(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(os, "chown", lambda *args: calls.append(("chown",) + args[1:]))
+    monkeypatch.setattr(os, "chmod", lambda *args: calls.append(("chmod",) + args[1:]))
+    info = os.stat(str(tmp_path))
+    same = {"path": str(tmp_path), "owner": str(info.st_uid), "group": None, "mode": "%o" % (info.st_mode & 0o7777)}
+    ex_mod.Executor.do_root(Recorder(), same)
+    assert calls == []
+    ex_mod.Executor.do_root(Recorder(), dict(same, mode="1777"))
+    assert calls == [("chmod", 0o1777)]
+
+
 def test_a_mount_that_goes_is_unmounted_first_then_its_files(host, monkeypatch):
     mount = {"mount_point": "/srv/old", "mount_id": 42, "fstype": "tmpfs", "source": "tmpfs"}
     monkeypatch.setattr(ex_mod, "mountinfo", lambda: [mount])
@@ -234,7 +265,7 @@ def test_an_empty_mount_a_boot_made_goes_before_the_fill_from_disk(host, monkeyp
     steps, pivot = ex_mod.build(entry(action="migrate", migrate=True, refill=True), systemd=False)
     names = [step["step"] for step in steps]
     assert names[:8] == ["unmount", "bind", "mkdir", "mount", "copy", "release", "root", "move"]
-    assert steps[0]["args"] == {"path": "/srv/a", "mount_id": 42, "empty": True} and steps[pivot]["step"] == "move"
+    assert steps[0]["args"] == {"path": "/srv/a", "mount_id": 42, "empty": True, "unique": None} and steps[pivot]["step"] == "move"
     plain, _pivot = ex_mod.build(entry(action="migrate", migrate=True), systemd=False)
     assert "unmount" not in [step["step"] for step in plain]
 
@@ -253,3 +284,33 @@ def test_an_empty_mount_that_was_written_to_since_the_plan_stays(tmp_path, monke
     (mounted / "new").unlink()
     ex.do_unmount({"path": str(mounted), "mount_id": 42, "empty": True})
     assert calls == [["umount", str(mounted)]]
+
+
+
+def _undo_after_reboot(monkeypatch, line, old, mounted):
+    """The fstab step of LINE over OLD lines undone in a later boot, which mounted MOUNTED (source, fstype) at
+    LINE's path; returns the umounts run. The file is as before either way."""
+    ex = Recorder(boot="boot-2")
+    args = {"path": line[1], "line": line, "old": old}
+    ex.do_fstab(args)
+    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": line[1], "mount_id": 7, "source": mounted[0],
+                                                      "fstype": mounted[1]}])
+    ex.undo_fstab(args, {}, False)
+    assert open(paths.FSTAB).read() == FSTAB
+    return [call for call in ex.calls if call.startswith("umount")]
+
+
+def test_after_a_reboot_an_fstab_undo_keeps_a_mount_the_old_lines_describe_too(host, monkeypatch):
+    # What was written there since the boot is in that mount, which the old line mounts too: it stays.
+    assert _undo_after_reboot(monkeypatch, ["tmpfs", "/srv/old", "tmpfs", ["size=2M"]],
+                              ["tmpfs /srv/old tmpfs size=1M 0 0\n"], ("tmpfs", "tmpfs")) == []
+
+
+def test_after_a_reboot_an_fstab_undo_takes_away_a_mount_only_the_new_line_made(host, monkeypatch):
+    assert _undo_after_reboot(monkeypatch, ["tmpfs", "/srv/new", "tmpfs", ["size=2M"]], [],
+                              ("tmpfs", "tmpfs")) == ["umount /srv/new"]
+
+
+def test_after_a_reboot_an_fstab_undo_keeps_a_mount_of_another_kind(host, monkeypatch):
+    assert _undo_after_reboot(monkeypatch, ["ramfs", "/srv/old", "ramfs", ["mode=755"]],
+                              ["tmpfs /srv/old tmpfs size=1M 0 0\n"], ("tmpfs", "tmpfs")) == []

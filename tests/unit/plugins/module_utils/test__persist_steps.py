@@ -367,3 +367,37 @@ def test_the_copy_returns_into_a_setgid_directory_with_the_modes_of_the_copy(tmp
     assert Ex().do_return({"path": str(disk), "backing": str(backing), "fstype": "tmpfs"})["returned"]
     assert [oct(os.stat(path).st_mode & 0o7777) for path in (disk, disk / "sub", disk / "sub" / "deeper")] == \
         ["0o2750", "0o750", "0o750"]
+
+
+class Verifier(Systemd):
+    """Systemd whose checks of a copy against a mount are recorded: the new mount here is not mounted for real."""
+
+    def do_verify(self, args):
+        self.calls.append("do verify %s" % args["dest"])
+        return {"entries": 0}
+
+
+def test_a_run_that_releases_the_last_persisted_mount_and_adds_another_keeps_the_helper(persist_host, monkeypatch):
+    old, units = settled(persist_host)
+    old = dict(old, state="absent", action="unmount")
+    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": old["path"], "mount_id": 42, "fstype": "tmpfs",
+                                                      "source": "tmpfs"}])
+    new = persisted(persist_host / "backing-new", path="/srv/b")
+    ex = Verifier(units=dict(units, **{"db.service": ("active", "enabled")}))
+    ex_mod.apply([old, new], ex, Journal(str(persist_host / "journal.jsonl")), "run1")
+    # The release went whole, and the helper that the new mount's units run is still there.
+    assert not os.path.exists(paths.persist_conf_file(old["token"]))
+    assert os.path.exists(paths.persist_conf_file(new["token"]))
+    assert open(paths.PERSIST_HELPER).read() == HELPER
+    assert open(paths.PERSIST_DELTA).read() == delta_helper_text()
+    assert "%s sync %s" % (paths.PERSIST_HELPER, new["token"]) in ex.calls
+
+
+def test_the_end_state_of_a_run_decides_which_persisted_mounts_remain(persist_host):
+    old, _units = settled(persist_host)
+    new = persisted(persist_host / "backing-new", path="/srv/b")
+    gone = dict(old, state="absent", action="unmount")
+    assert ps.persisted_after([]) == {old["token"]}
+    assert ps.persisted_after([gone]) == set()
+    assert ps.persisted_after([gone, new]) == {new["token"]}
+    assert ps.persisted_after([new, gone]) == {new["token"]}

@@ -295,3 +295,12 @@ def test_swap_areas_past_the_kernel_limit_are_refused(host, devices, over):
 def test_no_swap_limit_without_the_fact():
     # Facts of an older ramdisk_facts, or a caller's own: nothing to count against.
     assert plan(_swaps(40))["errors"] == []
+
+
+def test_the_root_keys_an_entry_leaves_unset_are_kept_from_the_directory():
+    kept = plan([fs(migrate=True)])["devices"][0]["mount"]
+    assert kept["root_keep"] == ["mode", "owner", "group"]
+    given = plan([fs(migrate=True, mode="0700", owner="root")])["devices"][0]["mount"]
+    assert given["root_keep"] == ["group"]
+    by_defaults = plan_zram([fs(migrate=True)], FACTS, host="h1", defaults=dict(DEFAULTS, group="root"))
+    assert by_defaults["devices"][0]["mount"]["root_keep"] == ["mode", "owner"]

@@ -514,3 +514,21 @@ def test_with_zram_generator_the_mount_waits_for_its_setup_unit_and_the_drop_in_
     assert "x-systemd.requires=systemd-zram-setup@zram0.service" in fstab[3]
     dropin = [step for step in steps if step["step"] == "file" and "zram-generator" in step["args"]["file"]][0]
     assert "[zram0]" in dropin["args"]["text"] and "fs-type = ext4" in dropin["args"]["text"]
+
+
+def test_a_migrated_directory_keeps_the_owner_and_mode_its_entry_leaves_unset(host):
+    data = host / "data"
+    os.makedirs(str(data))
+    os.chown(str(data), 4242, 4343)
+    os.chmod(str(data), 0o2750)
+    ex = Executor(FakeKernel())
+    entry = filesystem(path=str(data), action="migrate", migrate=True, root_keep=["mode", "owner", "group"])
+    steps, pivot, _info = zs.build_zram(entry, ex, SETTINGS, set())
+    root = [step["args"] for step in steps if step["step"] == "root"][0]
+    assert (root["mode"], root["owner"], root["group"]) == ("2750", "4242", "4343")
+    assert steps[pivot]["step"] == "move"
+    # What the entry sets, it keeps.
+    steps, _pivot, _info = zs.build_zram(dict(entry, mount=dict(entry["mount"], root_keep=["group"])), ex, SETTINGS,
+                                         set())
+    root = [step["args"] for step in steps if step["step"] == "root"][0]
+    assert (root["mode"], root["owner"], root["group"]) == ("0755", None, "4343")

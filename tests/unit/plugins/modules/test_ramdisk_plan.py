@@ -26,3 +26,21 @@ def test_users_of_a_path_are_the_processes_of_this_mount_namespace(tmp_path, mon
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_an_error_nobody_foresaw_ends_the_plan_with_what_happened_and_what_the_host_holds(tmp_path, monkeypatch, capsys):
+    import json
+
+    import pytest
+    from ansible.module_utils.testing import patch_module_args
+
+    from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
+
+    monkeypatch.setattr(_host_paths, "JOURNAL", str(tmp_path / "journal.jsonl"))
+    # A source that is not a mapping: the plan reads the host, then stops on it (no traceback, no bare message).
+    with patch_module_args({"host": "web1", "sources": ["not a mapping"], "trial": False}), pytest.raises(SystemExit):
+        module_under_test.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["failed"] is True
+    assert result["msg"].startswith("Host web1: ramdisk_plan stopped on an unexpected error: ValueError")
+    assert "holds no transaction left open" in result["msg"] and "mounted now: " in result["msg"]
