@@ -35,7 +35,7 @@ file of mallory's outside the places she may write; no root-only content (the ca
 mount or the backing. Then a power cut (docker kill, docker start): the boot's restore gives the mount back equal
 to the last synced current, every witness of the last successful sync in it, the same checks again, and a sync.
 
-Usage: local_user.py --work DIR [--only backing,plant,...] [--jobs N] [--seconds S] [--inodes N] [--image IMAGE]
+Usage: local_user.py [--only backing,plant,...] [--jobs N] [--seconds S] [--inodes N] [--image IMAGE]
        [--tag TAG]. Prints a verdict per attack; exits 1 when an attack's check failed, 2 when the test could not run.
 """
 
@@ -48,9 +48,11 @@ import json
 import os
 import random
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -417,20 +419,27 @@ def watched_snapshot():
 def root_fs_modes():
     """Owner and mode of every entry of the container's root file system outside the mount, the backings and the
     test's own state."""
-    found = {}
-    skip = (MOUNT, BACKING, USER_BACKING, os.path.dirname(USER_BACKING), SAVED, "/var/log/journal", "/proc")
-    for folder, dirs, files in os.walk("/"):
-        st_dev = os.lstat(folder).st_dev
-        dirs[:] = [d for d in dirs if not os.path.join(folder, d).startswith(skip)
-                   and os.lstat(os.path.join(folder, d)).st_dev == st_dev and os.path.join(folder, d) != "/run"]
+    skip = (MOUNT, BACKING, USER_BACKING, os.path.dirname(USER_BACKING), SAVED, "/var/log/journal", "/proc", "/run/")
+    root_dev = os.lstat("/").st_dev
+    return dict((path, [st.st_uid, st.st_gid, "%o" % st.st_mode]) for path, st in entries(
+        "/", lambda path, st: st.st_dev == root_dev and not (path + "/").startswith(skip)))
+
+
+def entries(top, descend=None):
+    """(path, lstat) of every entry below TOP, never through a link; DESCEND(path, lstat) says which directories
+    to enter."""
+    for folder, dirs, files in os.walk(top):
+        kept = []
         for name in dirs + files:
             path = os.path.join(folder, name)
             try:
                 st = os.lstat(path)
             except OSError:
                 continue
-            found[path] = [st.st_uid, st.st_gid, "%o" % st.st_mode]
-    return found
+            if name in dirs and (descend is None or descend(path, st)):
+                kept.append(name)
+            yield path, st
+        dirs[:] = [name for name in dirs if name in kept]
 
 
 def differences(before, after, what, both_only=False):
@@ -461,19 +470,13 @@ def leaks(secrets, *tops):
     found = []
     names = set(os.path.basename(path) for path in ROOT_ONLY)
     for top in tops:
-        for folder, dirs, files in os.walk(top):
-            for name in files + dirs:
-                path = os.path.join(folder, name)
-                try:
-                    st = os.lstat(path)
-                except OSError:
-                    continue
-                if name in names and not stat.S_ISLNK(st.st_mode):
-                    found.append("%s (named as a root-only file)" % path)
-                if stat.S_ISREG(st.st_mode) and st.st_size in secrets:
-                    same = secrets[st.st_size].get(sha(path))
-                    if same:
-                        found.append("%s holds %s" % (path, same))
+        for path, st in entries(top):
+            if os.path.basename(path) in names and not stat.S_ISLNK(st.st_mode):
+                found.append("%s (named as a root-only file)" % path)
+            if stat.S_ISREG(st.st_mode) and st.st_size in secrets:
+                same = secrets[st.st_size].get(sha(path))
+                if same:
+                    found.append("%s holds %s" % (path, same))
     return found
 
 
@@ -777,7 +780,6 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--inside")
     parser.add_argument("--attacker")
-    parser.add_argument("--work")
     parser.add_argument("--only", default=",".join(ATTACKS))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seconds", type=int, default=30)
@@ -798,7 +800,23 @@ def main():
         print("local-user: no attack %s (there are %s)" % (", ".join(unknown), ", ".join(ATTACKS)))
         return 2
     began = time.monotonic()
-    stage = persist.make_stage(args.work)
+    work = tempfile.mkdtemp(prefix="ramdisk-local-user.", dir="/var/tmp")
+    # A TERM (make interrupted, a CI timeout) unwinds through the finally blocks: containers and work removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        return drive(args, attacks, work, began)
+    finally:
+        prefix = "%s%s-" % (CONTAINER_PREFIX, args.tag)
+        names = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
+                               check=False).stdout.split()
+        for name in names:
+            if name.startswith(prefix):
+                subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def drive(args, attacks, work, began):
+    stage = persist.make_stage(work)
     # Mallory runs this file too (--attacker): the stage readable by all, as a checkout is.
     os.chmod(stage, 0o755)
     os.makedirs(os.path.join(stage, "tests", "adversary"))
@@ -819,7 +837,8 @@ def main():
             with lock:
                 results.append(outcome)
 
-    workers = [threading.Thread(target=worker) for _ in range(max(1, args.jobs))]
+    # Daemons: a TERM ends the run without waiting for them (main's clean-up removes their containers).
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, args.jobs))]
     for one in workers:
         one.start()
     for one in workers:
