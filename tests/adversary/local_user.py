@@ -683,16 +683,26 @@ def inside(spec):
     saved_file = os.path.join(SAVED, "saved.json")
     try:
         if spec["phase"] == "attack":
-            with open(persist.HELPER, encoding="utf-8") as handle:
-                helper = handle.read()
-            runner = persist.Runner(persist.WORK, spec["purposes"], spec["defaults"], helper)
+            # Before issue 41's rewrite ramdisk_apply took the shell helper's text; after it, it installs its own.
+            helper = []
+            if hasattr(persist, "HELPER"):
+                with open(persist.HELPER, encoding="utf-8") as handle:
+                    helper.append(handle.read())
+            runner = persist.Runner(persist.WORK, spec["purposes"], spec["defaults"], *helper)
             os.makedirs(persist.WORK, exist_ok=True)
             refused = prepare(spec, runner)
             if spec["attack"] in ("backing-user", "parent-user"):
-                check("the plan refuses a backing mallory can write before any change%s" % (
-                    " (it said: %s)" % refused[:300] if refused else ": ACCEPTED, mounted"), bool(refused))
+                check("the plan refuses a backing mallory can write, naming it, before any change%s" % (
+                    " (it said: %s)" % refused[:300] if refused else ": ACCEPTED, mounted"),
+                    os.path.dirname(USER_BACKING) in refused)
                 if refused:
-                    check("nothing mounted at %s after the refusal" % MOUNT, not tx.mounts_at(MOUNT))
+                    with open("/etc/fstab", encoding="utf-8") as handle:
+                        left = [what for what, there in (
+                            ("a mount", tx.mounts_at(MOUNT)), ("an fstab line", MOUNT in handle.read()),
+                            ("units", [unit for unit in UNITS.values()
+                                       if os.path.lexists(os.path.join(paths.UNIT_DIR, unit))]),
+                            ("its conf", os.path.lexists(paths.persist_conf_file(TOKEN)))) if there]
+                    check("nothing of it made after the refusal (%s)" % (", ".join(left) or "none"), not left)
                     print("RESULT " + json.dumps({"failures": failures, "refused": True}))
                     return
             elif refused:
