@@ -524,6 +524,12 @@ def sync_once(backing):
         said = run("journalctl", "-q", "--no-pager", "-o", "cat", "-n", "3", "-u", UNITS["sync"], check=False).stdout
         result = "no status (exit %d; the unit's journal: %s)" % (done.returncode, " / ".join(said.splitlines())[-300:])
     lost = missing(expected, os.path.join(backing, "current", "witness-" + USER)) if result == "ok" else []
+    if result != "ok":
+        # Why, in the helper's words: its last line in the unit's journal.
+        said = run("journalctl", "-q", "--no-pager", "-o", "cat", "-n", "20", "-u", UNITS["sync"],
+                   check=False).stdout.splitlines()
+        said = [line for line in said if line.startswith("persist")] or said or [""]
+        result = "%s (%s)" % (result, said[-1][:240])
     return result, lost, expected, began
 
 
@@ -557,13 +563,16 @@ def attack_checks(spec, check, saved):
     except (ValueError, IndexError):
         said = {"error": "no report: %s %s" % (user.stdout[-300:], user.stderr[-500:])}
     print("  %s: mallory's report: %s" % (spec["attack"], json.dumps(said)[:600]), flush=True)
-    results = [entry[0][:160] for entry in log]
+    results = [entry[0].split(" (")[0] for entry in log]
     oks = [entry for entry in log if entry[0] == "ok"]
-    # Those begun after her first third: the first syncs may come before she did anything.
-    late = [entry for entry in oks if entry[3] > began + spec["seconds"] / 3.0]
-    check("syncs went on during the attack (%d ok of %d, %d of them begun after its first third: %s)" % (
-        len(oks), len(log), len(late), ", ".join("%s %d" % (r, results.count(r)) for r in sorted(set(results)))),
-        bool(late))
+    # Those begun after her first third: the first syncs may come before she did anything. A user who makes most
+    # syncs fail keeps everyone's data from the disk as surely as one who makes all fail.
+    late = [entry[0] for entry in log if entry[3] > began + spec["seconds"] / 3.0]
+    why = sorted(set(entry[0] for entry in log if entry[0] != "ok"))
+    check("syncs went on during the attack: %d ok of %d, %d ok of the %d begun after its first third (%s)%s" % (
+        len(oks), len(log), late.count("ok"), len(late),
+        ", ".join("%s %d" % (r, results.count(r)) for r in sorted(set(results))),
+        "; failures: " + " | ".join(why[:3]) if why else ""), late.count("ok") * 2 >= len(late) > 0)
     lost = sorted(set(name for entry in oks for name in entry[1]))
     check("every witness written before an ok sync was in its current (%d missing%s)" % (
         len(lost), ": " + " ".join(lost[:5]) if lost else ""), not lost)
@@ -573,7 +582,7 @@ def attack_checks(spec, check, saved):
     elif spec["attack"] == "backing":
         check("mallory could not write the backing, its parents or the state (%s rounds)" % said.get("rounds"), True)
     result, lost, count, _began = sync_once(backing)
-    check("a sync after the attack: RESULT=%s (%s)" % (result, status().get("EXIT")), result == "ok")
+    check("a sync after the attack: RESULT=%s" % result, result == "ok")
     check("its current holds the %d witnesses written before it (%s)" % (
         len(count), "%d missing" % len(lost) if result == "ok" else "the sync failed"), result == "ok" and not lost)
     mount, problems = tree(MOUNT)
