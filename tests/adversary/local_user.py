@@ -452,8 +452,11 @@ def differences(before, after, what, both_only=False):
 
 def hers_outside():
     """Files of mallory's where she may not write (the whole root file system)."""
-    found = run("find", "/", "-xdev", "-uid", str(UID), check=False).stdout.split("\n")
-    return [path for path in found if path and not path.startswith(HERS) and not path.startswith(BACKING)]
+    root_dev = os.lstat("/").st_dev
+    allowed = tuple(place + "/" for place in HERS + (BACKING,))
+    return [path for path, st in entries("/", lambda path, st: st.st_dev == root_dev and not
+                                         (path + "/").startswith(allowed))
+            if st.st_uid == UID and not (path + "/").startswith(allowed)]
 
 
 def secret_digests():
