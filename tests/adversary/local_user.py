@@ -755,7 +755,9 @@ class Driver(object):
             time.sleep(0.2)
 
     def phase(self, name, spec, phase):
-        done = self.docker("exec", name, "python3", "%s/tests/adversary/local_user.py" % persist.STAGE, "--inside",
+        # Names she made need not be UTF-8: printed escaped.
+        done = self.docker("exec", "-e", "PYTHONIOENCODING=utf-8:backslashreplace", name, "python3",
+                           "%s/tests/adversary/local_user.py" % persist.STAGE, "--inside",
                            json.dumps(dict(spec, phase=phase, **self.role)))
         text = done.stdout + done.stderr
         sys.stdout.write("".join(line + "\n" for line in done.stdout.splitlines() if not line.startswith("RESULT ")))
