@@ -543,8 +543,11 @@ def sync_loop(stop, backing, log):
 
 
 def tree(path):
-    digests, problems = tree_digest(path)
-    return digests, problems
+    """tree_digest(), or nothing and why when PATH cannot be read at all (current gone or dangling)."""
+    try:
+        return tree_digest(path)
+    except OSError as exc:
+        return {}, ["%s cannot be read: %s" % (path, exc)]
 
 
 def attack_checks(spec, check, saved):
