@@ -7,7 +7,7 @@
 # power cut and the boot's restore), no file outside the mount and the backing changed, nothing of a root-only place
 # in the mount or the backing. A verdict per attack.
 #
-# Arguments go to the driver: --only backing,plant,... --seconds S (30) --inodes N (1000000) --nr-inodes N (100000,
+# Arguments go to the driver: --only backing,plant,... --seconds S (30) --inodes N (1000000) --nr-inodes N (20000,
 # the inodes attack's mount) --jobs N (2) --image IMAGE.
 # Exits 1 when an attack's check failed, 2 when the test itself could not run.
 set -euo pipefail

@@ -23,7 +23,7 @@ mallory (uid 2000) then attacks for --seconds (30) while writing numbered witnes
 - swap:         directories of hers swapped for links to /root, /etc and /var/lib/adv-secret (and a file for a
                 link to /etc/shadow) in a tight loop while the syncs run.
 - fill:         the mount filled to ENOSPC and kept full.
-- inodes:       --inodes empty files (1,000,000), as many as the mount's nr_inodes (--nr-inodes: 100,000, which keeps
+- inodes:       --inodes empty files (1,000,000), as many as the mount's nr_inodes (--nr-inodes: 20,000, which keeps
                 the suite within minutes on a busy machine; 1010000 for the whole million) and the time allow.
 
 After each attack (the user stopped, her files left as they are), the checks, each printed with ok or FAIL:
@@ -667,7 +667,7 @@ def prepare(spec, runner):
         os.chown(os.path.dirname(USER_BACKING), UID, UID)
     entry = {"path": MOUNT, "size": "64M", "mode": "1777", "persist": {"backing": spec["backing"], "interval": "10s"}}
     if spec["attack"] == "inodes":
-        # She makes as many as the mount allows: --nr-inodes (100,000) keeps the suite's time; 1000000 for the whole.
+        # She makes as many as the mount allows: --nr-inodes (20,000) keeps the suite's time; 1000000 for the whole.
         entry["nr_inodes"] = str(spec["nr_inodes"])
         entry["size"] = "512M"
     runner.entry = entry
@@ -746,7 +746,7 @@ class Driver(object):
     def __init__(self, args, stage, role):
         self.args, self.stage, self.role = args, stage, role
 
-    def docker(self, *argv, timeout=900):
+    def docker(self, *argv, timeout=1800):
         return subprocess.run(["docker"] + list(argv), capture_output=True, text=True, check=False, timeout=timeout)
 
     def booted(self, name):
@@ -813,7 +813,7 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--inodes", type=int, default=1000000)
-    parser.add_argument("--nr-inodes", type=int, default=100000)
+    parser.add_argument("--nr-inodes", type=int, default=20000)
     parser.add_argument("--image", default=persist.IMAGE)
     parser.add_argument("--tag", default=str(os.getpid()))
     args = parser.parse_args()
