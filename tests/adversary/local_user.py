@@ -27,8 +27,8 @@ mallory (uid 2000) then attacks for --seconds (30) while writing numbered witnes
                 the suite within minutes on a busy machine; 1010000 for the whole million) and the time allow.
 
 After each attack (the user stopped, her files left as they are), the checks, each printed with ok or FAIL:
-syncs went on during the attack (at least one succeeded, with every witness written before it in current); a sync
-after it succeeds (the status file's RESULT=ok) and current equals the mount (tree_digest); no file outside the mount
+syncs went on during the attack (at least half of those begun after its first third succeeded, each with every
+witness written before it in current; the helper's words for each failure are printed); a sync after it succeeds (the status file's RESULT=ok) and current equals the mount (tree_digest); no file outside the mount
 and the backing changed owner, mode or content (/etc, /root, /usr/local, /var/lib/ramdisk-provision and the
 collection's state directories, hashed; every file of the container's root file system for owner and mode); no
 file of mallory's outside the places she may write; no root-only content (the canaries, shadow) anywhere in the
