@@ -26,14 +26,15 @@ mallory (uid 2000) then attacks for --seconds (30) while writing numbered witnes
 - inodes:       --inodes empty files (1,000,000), as many as the mount's nr_inodes (--nr-inodes: 20,000, which keeps
                 the suite within minutes on a busy machine; 1010000 for the whole million) and the time allow.
 
-After each attack (the user stopped, her files left as they are), the checks, each printed with ok or FAIL:
-syncs went on during the attack (at least half of those begun after its first third succeeded, each with every
-witness written before it in current; the helper's words for each failure are printed); a sync after it succeeds (the status file's RESULT=ok) and current equals the mount (tree_digest); no file outside the mount
-and the backing changed owner, mode or content (/etc, /root, /usr/local, /var/lib/ramdisk-provision and the
-collection's state directories, hashed; every file of the container's root file system for owner and mode); no
-file of mallory's outside the places she may write; no root-only content (the canaries, shadow) anywhere in the
-mount or the backing. Then a power cut (docker kill, docker start): the boot's restore gives the mount back equal
-to the last synced current, every witness of the last successful sync in it, the same checks again, and a sync.
+After each attack (the user stopped, her files left as they are), the checks, each printed with ok or FAIL: syncs
+went on during the attack (at least half of those begun after its first third succeeded, each with every witness
+written before it in current; the helper's words for each failure are printed); a sync after it succeeds (the status
+file's RESULT=ok) and current equals the mount (tree_digest); no file outside the mount and the backing changed
+owner, mode or content (/etc, /root, /usr/local, /var/lib/ramdisk-provision and the collection's state directories,
+hashed; every file of the container's root file system for owner and mode); no file of mallory's outside the places
+she may write; no root-only content (the canaries, shadow) anywhere in the mount or the backing. Then a power cut
+(docker kill, docker start): the boot's restore gives the mount back equal to the last synced current, every witness
+of the last successful sync in it, the same checks again, and a sync.
 
 Usage: local_user.py [--only backing,plant,...] [--jobs N] [--seconds S] [--inodes N] [--image IMAGE]
        [--tag TAG]. Prints a verdict per attack; exits 1 when an attack's check failed, 2 when the test could not run.
@@ -560,7 +561,8 @@ def attack_checks(spec, check, saved):
     syncer = threading.Thread(target=sync_loop, args=(stop, backing, log))
     syncer.start()
     began = time.time()
-    user = run("setpriv", "--reuid=%d" % UID, "--regid=%d" % UID, "--clear-groups", "python3", os.path.abspath(__file__),
+    user = run("setpriv", "--reuid=%d" % UID, "--regid=%d" % UID, "--clear-groups", "python3",
+               os.path.abspath(__file__),
                "--attacker", json.dumps(spec), check=False, timeout=spec["seconds"] * 4 + 120)
     stop.set()
     syncer.join()
@@ -772,7 +774,8 @@ class Driver(object):
 
     def attack(self, attack):
         name = "%s%s-%s" % (CONTAINER_PREFIX, self.args.tag, attack)
-        spec = {"attack": attack, "seconds": self.args.seconds, "inodes": self.args.inodes, "nr_inodes": self.args.nr_inodes,
+        spec = {"attack": attack, "seconds": self.args.seconds, "inodes": self.args.inodes,
+                "nr_inodes": self.args.nr_inodes,
                 "backing": USER_BACKING if attack.endswith("-user") else BACKING}
         began = time.monotonic()
         failures = []
