@@ -403,7 +403,8 @@ def watched_snapshot():
         for folder, dirs, files in os.walk(top):
             for name in [""] + dirs + files:
                 path = os.path.join(folder, name) if name else folder
-                if name == "" and folder != top:
+                # The status's temporary file, there while a sync (the timer's too) writes the status.
+                if (name == "" and folder != top) or path.startswith(STATUS + "."):
                     continue
                 st = os.lstat(path)
                 if stat.S_ISREG(st.st_mode):
