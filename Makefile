@@ -103,6 +103,18 @@ test-log: setup
 test-log-kill: setup
 	bash scripts/test/log_purpose.sh --kill 3,5,11,20,42,44,46,48,60
 
+# A local user against a persisted RAM mount (scripts/test/local_user.sh, tests/adversary/local_user.py): mallory, an
+# unprivileged user, against a 1777 tmpfs kept on disk while syncs run back to back, 30 s an attack, each in a fresh
+# systemd container (advuser-*): write the backing, its parents and the state; backings she owns or whose parent
+# she owns (the plan must refuse them); the helper's names planted in the mount root; directories swapped for links
+# to root-only places; the mount filled; a million inodes. After each, and after a power cut and the boot's restore:
+# syncs went on, nothing lost, nothing outside the mount and the backing changed, nothing root-only copied. A
+# verdict per attack; ONLY=plant,swap runs those; NR_INODES=1010000 gives the inodes attack the whole million (20,000
+# by default, for the suite's time).
+.PHONY: test-local-user
+test-local-user: setup
+	bash scripts/test/local_user.sh $(if $(ONLY),--only $(ONLY)) $(if $(NR_INODES),--nr-inodes $(NR_INODES))
+
 # persist.stop_services under a real systemd (tests/transaction/persist_services.py): an interval sync copies with the
 # service stopped and starts it again; one stopped (TERM) or killed (KILL) mid-copy starts it again; a service an
 # admin stopped stays stopped; a poweroff mid-copy starts nothing, and the stop-time sync writes the last copy.

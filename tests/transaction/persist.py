@@ -89,6 +89,8 @@ class Runner(tx.Runner):
 
     python = "/usr/bin/python3"
     pythonpath = "%s/.cache/collections:%s/lib" % (STAGE, STAGE)
+    # The one entry of the policy (tests/adversary/local_user.py plans its own).
+    entry = ENTRY
 
     def __init__(self, work, purposes, defaults, helper):  # pylint: disable=super-init-not-called
         self.work = work
@@ -101,7 +103,7 @@ class Runner(tx.Runner):
     def plan(self, policy):
         """The plan of ENTRY with state POLICY (present or absent)."""
         done = self._finish(self._start("ramdisk_plan", {
-            "host": "transaction-test", "sources": [{"name": "ramdisk_mounts", "value": [ENTRY]}],
+            "host": "transaction-test", "sources": [{"name": "ramdisk_mounts", "value": [self.entry]}],
             "purposes": self.purposes, "defaults": self.defaults, "state": policy}, None))
         result = done["result"] or {}
         if done["rc"] != 0 or result.get("failed") or result.get("errors"):
