@@ -635,6 +635,15 @@ class Transaction(object):
         self.journal.mark("close", self.run, self.txn)
 
 
+def boot_pivot(steps):
+    """The index of the step after which a transaction is rolled forward after a reboot, when it is not its pivot:
+    a persisted mount's first copy checked (the only copy left once RAM is gone). None: the pivot decides."""
+    for i, step in enumerate(steps):
+        if (step.get("args") or {}).get("first_copy"):
+            return i
+    return None
+
+
 def describe(what):
     """A short line for a transaction: path, action, and its steps' names."""
     return "%s (%s: %s)" % (what.get("path"), what.get("action"), ", ".join(step["step"] for step in what["steps"]))
@@ -659,8 +668,13 @@ def recover(ex, journal):
                 mount = top_mount(steps[pivot]["args"].get("path", ""))
                 found["results"][pivot] = {"mount_id": mount["mount_id"] if mount else None}
         if forward and not same_boot and pivot is not None and steps[pivot]["step"] in ("mount", "move", "systemctl_start") \
-                and not found["results"].get(pivot):
+                and pivot not in found["results"]:
             forward = False
+        first_copy = boot_pivot(steps)
+        if not same_boot and first_copy is not None:
+            # The reboot took RAM: the backing is the copy of record once its first copy was checked, and until
+            # then the data is where it was before (the directory on disk), whatever this boot's pivot said.
+            forward = first_copy in found["results"] and not found["aborted"]
         entry = {"path": what.get("path"), "action": what.get("action"), "way": "forward" if forward else "back",
                  "run": found["run"], "boot": "same" if same_boot else "earlier",
                  "steps_done": sorted(found["results"]), "steps": [step["step"] for step in steps]}
