@@ -335,6 +335,9 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         new = restore_lines(text, args["path"], args.get("old") or [])
         if new != text:
             write_file(paths.FSTAB, new)
+            # The reload of the forward order is undone before this: systemd's mount unit of the line would mount it
+            # again for the first unit that needs the path (the services started again by the undo).
+            self.reload()
         if not same_boot and args.get("line"):
             # The boot mounted what the line said; it is no longer wanted, and nothing else accounts for it.
             mount = top_mount(args["path"])
