@@ -17,7 +17,11 @@ is under the lock, by the same review_persist() that the plan used:
 The pivot is the mount (or its move, remount or unmount) as for any mount, or for a live mount that only gains
 persist, the start of the persist unit: a run killed before it is undone by the next run, one killed after it is
 finished. Undoing the start of persist first takes away the mark of its restore, so that its stop-time sync refuses
-(the backing is not overwritten); undoing the first copy puts the backing back as it was.
+(the backing is not overwritten); undoing the first copy puts the backing back as it was, only while the data is
+somewhere else too. After a reboot RAM is gone: the first copy, once checked against the mount (its verify step,
+first_copy), is the point of no return instead (the executor's recover); before it the data of record is where it
+was before the run (the directory on disk of a migrate, or, for a live mount, whatever complete copy the backing
+holds, which undo_sync then keeps).
 
 PersistSteps holds the steps' do_ and undo_ functions; the executor inherits them.
 """
@@ -430,8 +434,9 @@ def build(item, ex, build_mount, file_step):
     timer_active = unit_state(names["timer"], True, ex.run_command)[0] if state["unit"] else False
     if decision.get("adopt") and decision.get("source") == "ram":
         # Where the data is besides RAM until the first copy is checked: a migrate leaves the directory on disk as
-        # it was; a live mount has no other copy, so after a reboot its backing's copy is the only one (undo_sync).
-        elsewhere = {"disk": True} if mount_item.get("action") == "migrate" else \
+        # it was, a new mount starts empty; a live mount has no other copy, so after a reboot its backing's copy is
+        # the only one (undo_sync).
+        elsewhere = {"disk": True} if mount_item.get("action") in ("migrate", "mount") else \
             {"mount_id": (_top_mount(path) or {}).get("mount_id")}
         middle.append(_step("sync", path=path, backing=backing, token=token, helper=paths.PERSIST_HELPER,
                             before=state["names"], current=_current_target(backing) if os.path.isdir(backing) else None,

@@ -27,8 +27,16 @@ tmpfs entries and the text of roles/mount/files/persist.sh, each a module proces
   the directory on disk; the disk holds the old data or the changed data, never a mix; a mount there holds the
   changed data. The next run must leave what one uninterrupted removal leaves (the changed data in the directory on
   disk, no mount, no backing, no units, conf, helper, record or fstab line, the service running).
+- power cuts (adopt-cut, live-cut, remove-cut; not in the default --only): the adoption above, a live tmpfs at
+  /srv/tx/live holding the fixture that gains persist, and the removal above, each killed just before its journal
+  write N (past the last: the whole run), then a power cut (`docker kill` of the container's PID 1: no shutdown, no
+  stop-time sync, its mounts and /run gone), its boot (fstab mounted, enabled persist units restoring) and a new boot
+  id bound over /proc/sys/kernel/random/boot_id. At the cut a complete copy was on disk (the directory, or the
+  backing's current; a live mount before its first copy has none, as before the run); after the boot the next run
+  succeeds and the mount, the backing's current copy (adopt, live) or the directory on disk (remove) hold that data:
+  no empty RAM mount taken for the first copy, no only copy undone. --points N,M runs only those N.
 
-Usage: persist.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--tag TAG] [--only adopt,remove]
+Usage: persist.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--tag TAG] [--only adopt,remove,adopt-cut,live-cut,remove-cut] [--points N,...]
 (containers are named txpersist-TAG-*). Prints a table per kind and exits 1 when a property failed, 2 when the test
 could not run; each failed case's log and result go to --keep (build/transaction-persist).
 """
