@@ -639,10 +639,11 @@ class Transaction(object):
 
 
 def boot_pivot(steps):
-    """The index of the step after which a transaction is rolled forward after a reboot, when it is not its pivot:
-    a persisted mount's first copy checked (the only copy left once RAM is gone). None: the pivot decides."""
+    """The index of the step after which a transaction is rolled forward after a reboot, when it is not its pivot
+    (a step whose args say boot_pivot): a persisted mount's first copy checked (the only copy left once RAM is gone),
+    or the removal of its fstab line (before it, the boot mounted and restored it again). None: the pivot decides."""
     for i, step in enumerate(steps):
-        if (step.get("args") or {}).get("first_copy"):
+        if (step.get("args") or {}).get("boot_pivot"):
             return i
     return None
 
@@ -673,11 +674,11 @@ def recover(ex, journal):
         if forward and not same_boot and pivot is not None and steps[pivot]["step"] in ("mount", "move", "systemctl_start") \
                 and pivot not in found["results"]:
             forward = False
-        first_copy = boot_pivot(steps)
-        if not same_boot and first_copy is not None:
-            # The reboot took RAM: the backing is the copy of record once its first copy was checked, and until
-            # then the data is where it was before (the directory on disk), whatever this boot's pivot said.
-            forward = first_copy in found["results"] and not found["aborted"]
+        after_boot = boot_pivot(steps)
+        if not same_boot and after_boot is not None:
+            # The reboot took RAM: a persisted mount's data is where the boot pivot says (see boot_pivot), whatever
+            # the pivot of the boot the run began in said.
+            forward = after_boot in found["results"] and not found["aborted"]
         entry = {"path": what.get("path"), "action": what.get("action"), "way": "forward" if forward else "back",
                  "run": found["run"], "boot": "same" if same_boot else "earlier",
                  "steps_done": sorted(found["results"]), "steps": [step["step"] for step in steps]}

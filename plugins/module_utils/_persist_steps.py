@@ -19,7 +19,7 @@ persist, the start of the persist unit: a run killed before it is undone by the 
 finished. Undoing the start of persist first takes away the mark of its restore, so that its stop-time sync refuses
 (the backing is not overwritten); undoing the first copy puts the backing back as it was, only while the data is
 somewhere else too. After a reboot RAM is gone: the first copy, once checked against the mount (its verify step,
-first_copy), is the point of no return instead (the executor's recover); before it the data of record is where it
+marked boot_pivot), is the point of no return instead (the executor's recover); before it the data of record is where it
 was before the run (the directory on disk of a migrate, or, for a live mount, whatever complete copy the backing
 holds, which undo_sync then keeps).
 
@@ -403,6 +403,11 @@ def build(item, ex, build_mount, file_step):
         if units:
             middle.append(_step("reload"))
         steps, pivot = build_mount(item, ex.systemd, middle)
+        for step in steps:
+            if step["step"] == "fstab":
+                # After a reboot: until the line is gone the boot mounts the path again and persist restores it, so
+                # the removal is undone (and done again by the next run); from then on it is finished.
+                step["args"]["boot_pivot"] = True
         return pre + release + steps + post, (None if pivot is None else pivot + len(pre) + len(release))
 
     mount_item = item
@@ -441,10 +446,10 @@ def build(item, ex, build_mount, file_step):
         middle.append(_step("sync", path=path, backing=backing, token=token, helper=paths.PERSIST_HELPER,
                             before=state["names"], current=_current_target(backing) if os.path.isdir(backing) else None,
                             **elsewhere))
-        # first_copy: after a reboot (RAM gone) the point of no return, whatever the pivot of this boot: before it
+        # boot_pivot: after a reboot (RAM gone) the point of no return, whatever the pivot of this boot: before it
         # the data of record is where it was (recover rolls back), from it on the backing's checked copy.
         middle.append(_step("verify", src=path, dest=backing + "/current/.", src_name="the RAM mount",
-                            dest_name="the backing's first copy", backing=backing, first_copy=True))
+                            dest_name="the backing's first copy", backing=backing, boot_pivot=True))
     if state["unit"] and changed["persist"]:
         # [Install] links follow the unit's new RequiredBy=.
         middle.append(_systemctl(["reenable", names["persist"]]))

@@ -262,7 +262,7 @@ def _persisted_run(host, stop_after, boot):
              {"step": "fstab", "args": {"path": "/srv/a", "line": line, "old": []}},
              {"step": "sync", "args": {"path": "/srv/a", "backing": str(host / "backing"), "before": [],
                                        "current": None, "disk": True}},
-             {"step": "verify", "args": {"src": "/srv/a", "dest": str(host / "backing" / "current"), "first_copy": True,
+             {"step": "verify", "args": {"src": "/srv/a", "dest": str(host / "backing" / "current"), "boot_pivot": True,
                                          "src_name": "the RAM mount", "dest_name": "the backing's first copy"}},
              {"step": "file", "args": {"file": paths.record_file("t"), "text": "{}\n", "mode": 0o644, "old": None}}]
     journal = Journal(str(host / "journal.jsonl"))
