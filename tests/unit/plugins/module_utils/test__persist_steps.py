@@ -77,6 +77,8 @@ def test_a_new_persisted_mount_is_mounted_copied_to_the_backing_checked_then_sta
     assert steps[got.index("systemctl_start start")]["args"]["unrestore"].endswith(".restored")
     assert steps[-2]["args"]["file"] == paths.record_file(persisted(backing)["token"])
     assert [step["args"]["mode"] for step in steps if step["step"] == "mkdir" and step["args"].get("mode")] == ["0700"]
+    # After a reboot the checked first copy is the point of no return; a new mount held nothing the undo could lose.
+    assert ex_mod.boot_pivot(steps) == got.index("verify") and steps[got.index("sync")]["args"]["disk"]
 
 
 def test_a_journal_mount_moves_journald_out_and_back_and_restarts_it_with_its_size_limit(persist_host, monkeypatch):
@@ -246,6 +248,8 @@ def test_a_persisted_mount_that_goes_is_written_back_unmounted_then_returned_to_
     assert got[:4] == ["systemctl stop", "systemctl stop", "systemctl stop", "writeback"]
     assert steps[pivot]["step"] == "unmount"
     assert got.index("unmount") < got.index("return") < got.index("clear_backing") < got.index("systemctl disable")
+    # After a reboot: undone while the boot still mounts it from its fstab line, finished once the line is gone.
+    assert got.index("unmount") < ex_mod.boot_pivot(steps) == got.index("fstab") < got.index("return")
     assert got[-1] == "systemctl start"
     removed = [step["args"]["file"] for step in steps if step["step"] == "file" and step["args"]["text"] is None]
     assert set(paths.persist_unit_files(token).values()) | {status} <= set(removed)
