@@ -36,7 +36,8 @@ tmpfs entries and the text of roles/mount/files/persist.sh, each a module proces
   succeeds and the mount, the backing's current copy (adopt, live) or the directory on disk (remove) hold that data:
   no empty RAM mount taken for the first copy, no only copy undone. --points N,M runs only those N.
 
-Usage: persist.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--tag TAG] [--only adopt,remove,adopt-cut,live-cut,remove-cut] [--points N,...]
+Usage: persist.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--tag TAG]
+       [--only adopt,remove,adopt-cut,live-cut,remove-cut] [--points N,...]
 (containers are named txpersist-TAG-*). Prints a table per kind and exits 1 when a property failed, 2 when the test
 could not run; each failed case's log and result go to --keep (build/transaction-persist).
 """
@@ -744,7 +745,8 @@ def report_cuts(kind, results, end, points=None):
         print("%4d  %-30s %-22s %-9s %-28s %-4s %-32s %s" % (
             n, hidden["killed_after"][:30], "backing %s, disk %s" % (hidden["at_cut"]["backing"],
                                                                     hidden["at_cut"]["disk"]),
-            hidden["boot_mounted"], (", ".join(second["recovered"]) or "nothing")[:28], "ok" if second["ok"] else "FAIL",
+            hidden["boot_mounted"], (", ".join(second["recovered"]) or "nothing")[:28],
+            "ok" if second["ok"] else "FAIL",
             " ".join("%s %s" % item for item in sorted(hidden["after"].items()))[:32], "pass" if not found else "FAIL"))
     return problems
 
