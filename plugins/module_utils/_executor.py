@@ -377,6 +377,9 @@ class Executor(_zram_steps.ZramSteps, _brd_steps.BrdSteps, PersistSteps):
         new = restore_lines(text, args["path"], args.get("old") or [])
         if new != text:
             write_file(paths.FSTAB, new)
+            # The reload of the forward order is undone before this: systemd's mount unit of the line would mount it
+            # again for the first unit that needs the path (the services started again by the undo).
+            self.reload()
         if not same_boot and args.get("line"):
             # The boot mounted what the new line said; it goes only when no old line describes it too: a mount the
             # old lines make as well holds what was written since the boot, and stays.
@@ -689,6 +692,16 @@ class Transaction(object):
         self.journal.mark("close", self.run, self.txn)
 
 
+def boot_pivot(steps):
+    """The index of the step after which a transaction is rolled forward after a reboot, when it is not its pivot
+    (a step whose args say boot_pivot): a persisted mount's first copy checked (the only copy left once RAM is gone),
+    or the removal of its fstab line (before it, the boot mounted and restored it again). None: the pivot decides."""
+    for i, step in enumerate(steps):
+        if (step.get("args") or {}).get("boot_pivot"):
+            return i
+    return None
+
+
 def describe(what):
     """A short line for a transaction: path, action, and its steps' names."""
     return "%s (%s: %s)" % (what.get("path"), what.get("action"), ", ".join(step["step"] for step in what["steps"]))
@@ -712,8 +725,13 @@ def recover(ex, journal):
                 forward = True
                 found["results"][pivot] = mount_result(steps[pivot]["args"].get("path", ""))
         if forward and not same_boot and pivot is not None and steps[pivot]["step"] in ("mount", "move", "systemctl_start") \
-                and not found["results"].get(pivot):
+                and pivot not in found["results"]:
             forward = False
+        after_boot = boot_pivot(steps)
+        if not same_boot and after_boot is not None:
+            # The reboot took RAM: a persisted mount's data is where the boot pivot says (see boot_pivot), whatever
+            # the pivot of the boot the run began in said.
+            forward = after_boot in found["results"] and not found["aborted"]
         entry = {"path": what.get("path"), "action": what.get("action"), "way": "forward" if forward else "back",
                  "run": found["run"], "boot": "same" if same_boot else "earlier",
                  "steps_done": sorted(found["results"]), "steps": [step["step"] for step in steps]}

@@ -17,13 +17,19 @@ is under the lock, by the same review_persist() that the plan used:
 The pivot is the mount (or its move, remount or unmount) as for any mount, or for a live mount that only gains
 persist, the start of the persist unit: a run killed before it is undone by the next run, one killed after it is
 finished. Undoing the start of persist first takes away the mark of its restore, so that its stop-time sync refuses
-(the backing is not overwritten); undoing the first copy puts the backing back as it was.
+(the backing is not overwritten); undoing the first copy puts the backing back as it was, only while the data is
+somewhere else too. After a reboot RAM is gone: the first copy, once checked against the mount (its verify step,
+marked boot_pivot), is the point of no return instead (the executor's recover); before it the data of record is where it
+was before the run (the directory on disk of a migrate, or, for a live mount, whatever complete copy the backing
+holds, which undo_sync then keeps).
 
 PersistSteps holds the steps' do_ and undo_ functions; the executor inherits them.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import shutil
 import stat
@@ -43,6 +49,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._persist import 
     unit_state,
     unit_texts,
 )
+from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, tree_digest
 
 RUNNING = ("active", "activating", "reloading")
@@ -76,6 +83,63 @@ def _remove(path):
         shutil.rmtree(path)
     elif os.path.lexists(path):
         os.unlink(path)
+
+
+RETURN_SUFFIXES = (".ramdisk-return", ".ramdisk-replaced")
+RENAME_EXCHANGE = 2
+
+
+def return_names(path):
+    """(the copy made beside PATH, the old directory during a swap by two renames): in PATH's parent, hidden."""
+    parent, name = os.path.split(path.rstrip("/"))
+    return tuple(os.path.join(parent, ".%s%s" % (name, suffix)) for suffix in RETURN_SUFFIXES)
+
+
+def exchange(new, path, aside):
+    """NEW in place of PATH in one step where the kernel can (renameat2 RENAME_EXCHANGE: PATH's old directory is
+    then at NEW); else by two renames through ASIDE, after which the old directory is at NEW too. A kill between
+    those two leaves PATH missing and ASIDE whole: do_return puts it back before anything else."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None:
+        at_fdcwd = -100
+        if renameat2(at_fdcwd, os.fsencode(new), at_fdcwd, os.fsencode(path), RENAME_EXCHANGE) == 0:
+            return
+        error = ctypes.get_errno()
+        if error not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(error, "exchanging %s and %s: %s" % (new, path, os.strerror(error)))
+    os.rename(path, aside)
+    os.rename(new, path)
+    os.rename(aside, new)
+
+
+def _remove_ours(path):
+    """Remove PATH, a directory of do_return's own name (its owner is the data's); a link or a file there is refused."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        raise OSError(errno.EEXIST, "'%s' is in the way of the data's return and is not a directory: move it away "
+                                    "and run again" % path)
+    shutil.rmtree(path)
+
+
+def _top_mount(path):
+    """The mount on top at PATH, or None (as the executor's top_mount, without importing it: it imports this)."""
+    found = None
+    for mount in parse_mountinfo(_read_text("/proc/self/mountinfo")):
+        if mount["mount_point"] == path:
+            found = mount
+    return found
+
+
+def _read_text(name):
+    try:
+        with open(name) as handle:
+            return handle.read()
+    except OSError:
+        return ""
 
 
 def _is_mount_point(path):
@@ -140,10 +204,16 @@ class PersistSteps(object):
         return {"synced": True}
 
     def do_return(self, args):
-        """The backing's current copy into the directory on disk, which holds what was there before persist. Done
-        again from the start after a kill: the backing keeps the copy until the step after this one."""
+        """The backing's current copy into the directory on disk, which holds what was there before persist. The copy
+        is made beside the directory (RETURN_SUFFIX) and checked, then swapped in by one rename: a kill or a power cut
+        anywhere leaves the directory whole, old or new, and the backing's copy, which stays until the step after
+        this one. The old directory goes only once the new one is on disk. Done again from the start after a kill."""
         path = args["path"]
         current = os.path.join(args["backing"], "current") + "/."
+        fresh, aside = return_names(path)
+        if not os.path.lexists(path) and os.path.lexists(aside):
+            os.rename(aside, path)  # killed between the two renames of a swap: the old directory back first
+            fsync_dir(os.path.dirname(path))
         _read_current(args["backing"])
         if not os.path.isdir(current):
             return {"returned": False}
@@ -153,22 +223,25 @@ class PersistSteps(object):
                        % (path, path, args["backing"]))
         if not os.path.isdir(path):
             os.makedirs(path, 0o755)
-        for name in os.listdir(path):
-            _remove(os.path.join(path, name))
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-        if mode & stat.S_ISGID:
-            # A setgid directory passes the bit to every directory made in it, and cp -a keeps it there; the root's
-            # own mode comes back last, with cp's copy of the backing copy's root.
-            os.chmod(path, mode & ~stat.S_ISGID)
-        self._tool(["cp", "-a", "--no-target-directory", current, path],
-                   "Returning the backing's copy of %s to the directory on disk" % path)
-        entries, mismatches = self._compare(current, path, "the backing's copy", "the directory on disk")
+        for left in (fresh, aside):
+            # A copy cut short, or the directory a swap replaced: the directory on disk and the backing hold the data.
+            _remove_ours(left)
+        os.mkdir(fresh, 0o700)
+        os.chmod(fresh, 0o700)  # no setgid from the parent: cp -a gives the root the backing copy's mode last
+        self._tool(["cp", "-a", "--no-target-directory", current, fresh],
+                   "Returning the backing's copy of %s to the directory on disk (into %s)" % (path, fresh))
+        entries, mismatches = self._compare(current, fresh, "the backing's copy", "the directory on disk")
         if mismatches:
-            self.error("the directory on disk differs from the backing's copy of %s in %d ways: %s"
-                       % (path, len(mismatches), " ".join(mismatches[:MAX_LISTED])))
-        lost = os.path.join(path, "lost+found")
+            self.error("the copy returned beside %s differs from the backing's copy in %d ways: %s. The directory "
+                       "on disk and the backing are as they were" % (path, len(mismatches),
+                                                                     " ".join(mismatches[:MAX_LISTED])))
+        lost = os.path.join(fresh, "lost+found")
         if args.get("fstype") not in ("tmpfs", "ramfs") and os.path.isdir(lost) and not os.listdir(lost):
             os.rmdir(lost)  # the RAM file system's own, empty: not data
+        self._tool(["sync", "-f", fresh], "Flushing the copy returned beside %s" % path)
+        exchange(fresh, path, aside)
+        fsync_dir(os.path.dirname(path))
+        _remove_ours(fresh)
         return {"returned": True, "entries": entries}
 
     def do_journald(self, args):
@@ -204,10 +277,16 @@ class PersistSteps(object):
     # undo --------------------------------------------------------------------------------------------------
 
     def undo_sync(self, args, result, same_boot):
-        """The backing as it was before the first copy: current back on its old copy (or gone), new copies gone."""
+        """The backing as it was before the first copy: current back on its old copy (or gone), new copies gone;
+        only while the data is somewhere else too (the directory on disk of a migrate, or the same live mount in
+        this boot). After a reboot a live mount's RAM is gone: a copy the sync made is the only one, and stays."""
         backing = args["backing"]
         if not os.path.isdir(backing):
             return True
+        if not args.get("disk"):
+            mount = _top_mount(args["path"]) if same_boot else None
+            if mount is None or args.get("mount_id") is None or mount["mount_id"] != args["mount_id"]:
+                return True
         link = os.path.join(backing, "current")
         if args.get("current") is None:
             if os.path.islink(link):
@@ -340,6 +419,11 @@ def build(item, ex, build_mount, file_step, after=None):
         if units:
             middle.append(_step("reload"))
         steps, pivot = build_mount(item, ex.systemd, middle)
+        for step in steps:
+            if step["step"] == "fstab":
+                # After a reboot: until the line is gone the boot mounts the path again and persist restores it, so
+                # the removal is undone (and done again by the next run); from then on it is finished.
+                step["args"]["boot_pivot"] = True
         return pre + release + steps + post, (None if pivot is None else pivot + len(pre) + len(release))
 
     mount_item = item
@@ -370,10 +454,18 @@ def build(item, ex, build_mount, file_step, after=None):
     unit_active, enabled = unit_state(names["persist"], True, ex.run_command) if state["unit"] else (False, False)
     timer_active = unit_state(names["timer"], True, ex.run_command)[0] if state["unit"] else False
     if decision.get("adopt") and decision.get("source") == "ram":
+        # Where the data is besides RAM until the first copy is checked: a migrate leaves the directory on disk as
+        # it was, a new mount starts empty; a live mount has no other copy, so after a reboot its backing's copy is
+        # the only one (undo_sync).
+        elsewhere = {"disk": True} if mount_item.get("action") in ("migrate", "mount") else \
+            {"mount_id": (_top_mount(path) or {}).get("mount_id")}
         middle.append(_step("sync", path=path, backing=backing, token=token, helper=paths.PERSIST_HELPER,
-                            before=state["names"], current=_current_target(backing) if os.path.isdir(backing) else None))
+                            before=state["names"], current=_current_target(backing) if os.path.isdir(backing) else None,
+                            **elsewhere))
+        # boot_pivot: after a reboot (RAM gone) the point of no return, whatever the pivot of this boot: before it
+        # the data of record is where it was (recover rolls back), from it on the backing's checked copy.
         middle.append(_step("verify", src=path, dest=backing + "/current/.", src_name="the RAM mount",
-                            dest_name="the backing's first copy", backing=backing))
+                            dest_name="the backing's first copy", backing=backing, boot_pivot=True))
     if state["unit"] and changed["persist"]:
         # [Install] links follow the unit's new RequiredBy=.
         middle.append(_systemctl(["reenable", names["persist"]]))

@@ -9,8 +9,10 @@
 # that sees a read-only stage of this checkout (plugins, persist helper, these tests, ansible-core's package)
 # made under this run's work directory (/var/tmp/ramdisk-transaction-persist.*). No zram device or swap is made.
 #
-# Arguments go to the driver: --only adopt,remove,handover, --jobs N (2), --image IMAGE (ramdisk-lab/debian:12),
-# --tag TAG (container names txpersist-TAG-*).
+# Power cuts (--only adopt-cut,live-cut,remove-cut): the same runs and a live tmpfs gaining persist, each killed at
+# journal write N, then the container's PID 1 killed, its boot, a new boot id and the next run (where is the data).
+#
+# Arguments go to the driver: --only adopt,remove,handover, --jobs N (2), --image IMAGE (ramdisk-lab/debian:12), --points N,...
 # Output: a table per kind, each failure, the counts and the time; each failed case's log and result stay in
 # build/transaction-persist/. Exits 1 when a property failed, 2 when the test itself could not run.
 set -euo pipefail

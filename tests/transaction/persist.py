@@ -27,11 +27,20 @@ tmpfs entries and the text of roles/mount/files/persist.sh, each a module proces
   the directory on disk; the disk holds the old data or the changed data, never a mix; a mount there holds the
   changed data. The next run must leave what one uninterrupted removal leaves (the changed data in the directory on
   disk, no mount, no backing, no units, conf, helper, record or fstab line, the service running).
+- power cuts (adopt-cut, live-cut, remove-cut; not in the default --only): the adoption above, a live tmpfs at
+  /srv/tx/live holding the fixture that gains persist, and the removal above, each killed just before its journal
+  write N (past the last: the whole run), then a power cut (`docker kill` of the container's PID 1: no shutdown, no
+  stop-time sync, its mounts and /run gone), its boot (fstab mounted, enabled persist units restoring) and a new boot
+  id bound over /proc/sys/kernel/random/boot_id. At the cut a complete copy was on disk (the directory, or the
+  backing's current; a live mount before its first copy has none, as before the run); after the boot the next run
+  succeeds and the mount, the backing's current copy (adopt, live) or the directory on disk (remove) hold that data:
+  no empty RAM mount taken for the first copy, no only copy undone. --points N,M runs only those N.
 
 - handover: the persisted mount made, then one run that releases it and sets up another persisted mount: it
   succeeds, the helper stays, and the new mount's sync writes its backing.
 
-Usage: persist.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--tag TAG] [--only adopt,remove,handover]
+Usage: persist.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--tag TAG]
+       [--only adopt,remove,handover,adopt-cut,live-cut,remove-cut] [--points N,...]
 (containers are named txpersist-TAG-*). Prints a table per kind and exits 1 when a property failed, 2 when the test
 could not run; each failed case's log and result go to --keep (build/transaction-persist).
 """
@@ -43,12 +52,14 @@ import compileall
 import hashlib
 import json
 import os
+import pickle
 import resource
 import shutil
 import subprocess
 import sys
 import threading
 import time
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -80,6 +91,15 @@ KINDS = ("adopt", "remove")
 OTHER = tx.TOP + "/other"
 OTHER_ENTRY = {"path": OTHER, "size": "8M", "persist": {"backing": "/var/lib/ramdisk-backing/txother",
                                                         "interval": "1h"}}
+# Power cuts (a kill of the container's PID 1, then its boot with a new boot id) after each journal write of: the
+# migrate with persist (adopt), a live tmpfs that gains persist (live), the removal with return (remove).
+CUT_KINDS = ("adopt-cut", "live-cut", "remove-cut")
+LIVE = tx.TOP + "/live"
+LIVE_BACKING = "/var/lib/ramdisk-backing/txlive"
+LIVE_ENTRY = {"path": LIVE, "size": "64M", "owner": tx.OWNER[0], "group": tx.GROUP[0], "mode": "2750"}
+LIVE_PERSISTED = dict(LIVE_ENTRY, persist={"backing": LIVE_BACKING, "interval": "1h"})
+# What the first part of a power-cut case leaves for the part after the boot, on the container's disk.
+CUT_STATE = "/var/lib/ramdisk-transaction-cut.pickle"
 
 
 # In the container ------------------------------------------------------------------------------------------
@@ -100,10 +120,10 @@ class Runner(tx.Runner):
         self.lock = threading.Lock()
         self.times = []
 
-    def plan(self, policy):
-        """The plan of ENTRY with state POLICY (present or absent)."""
+    def plan(self, policy, entry=None):
+        """The plan of ENTRY (the module's, unless given) with state POLICY (present or absent)."""
         done = self._finish(self._start("ramdisk_plan", {
-            "host": "transaction-test", "sources": [{"name": "ramdisk_mounts", "value": [self.entry]}],
+            "host": "transaction-test", "sources": [{"name": "ramdisk_mounts", "value": [entry or self.entry]}],
             "purposes": self.purposes, "defaults": self.defaults, "state": policy}, None))
         result = done["result"] or {}
         if done["rc"] != 0 or result.get("failed") or result.get("errors"):
@@ -115,10 +135,10 @@ class Runner(tx.Runner):
         args = {"host": "transaction-test", "mounts": entries, "persist_helper": self.helper}
         return self._start("ramdisk_apply", args, {KILL_ENV: str(kill_at)} if kill_at else None)
 
-    def run(self, policy, kill_at=None, lock_timeout=None):
+    def run(self, policy, kill_at=None, lock_timeout=None, entry=None):
         """One run with state POLICY (present or absent): plan, then apply."""
         began = time.monotonic()
-        entries, recovered = self.plan(policy)
+        entries, recovered = self.plan(policy, entry)
         planned = time.monotonic()
         done = self._finish(self.apply_start(entries, kill_at))
         killed = "@%s" % kill_at if kill_at else ""
@@ -358,6 +378,131 @@ def handover(runner):
     return out
 
 
+# Power cuts -------------------------------------------------------------------------------------------------
+
+def current_of(backing):
+    """The digests of BACKING's current copy, or None."""
+    current = os.path.join(backing, "current")
+    if not os.path.isdir(current):
+        return None
+    digests, problems = tree_digest(current + "/.")
+    return None if problems else digests
+
+
+def cut_before(spec, runner):
+    """The first part of a power-cut case: the mount as the kind needs it, then its run killed just before journal
+    write N (or whole). Saves what is where at the cut for cut_after(), after the boot."""
+    kind = spec["kind"]
+    fixture = setup()
+    saved = {"kind": kind, "fixture": fixture, "changed": None}
+    if kind == "live-cut":
+        if not runner.run("present", entry=LIVE_ENTRY)["ok"]:
+            raise CaseError("the live tmpfs at %s could not be mounted" % LIVE)
+        scratch = os.path.join(WORK, "live-fixture")
+        shutil.rmtree(scratch, ignore_errors=True)
+        tx.make_fixture(scratch, tx.FIXTURES["small"])
+        tx.sh("cp", "-a", "--no-target-directory", scratch + "/.", LIVE)
+        shutil.rmtree(scratch)
+        saved["fixture"], problems = tree_digest(LIVE)
+        if problems:
+            raise CaseError("the live mount's data could not be read: %s" % problems)
+        first = runner.run("present", kill_at=spec["n"], entry=LIVE_PERSISTED)
+    elif kind == "remove-cut":
+        if not runner.run("present")["ok"]:
+            raise CaseError("the persisted mount could not be made")
+        saved["changed"] = change_in_ram()
+        first = runner.run("absent", kill_at=spec["n"])
+    else:
+        first = runner.run("present", kill_at=spec["n"])
+    if not first["killed"] and not first["ok"]:
+        raise CaseError("the run with %s=%s neither died nor succeeded: %s" % (KILL_ENV, spec["n"], first["msg"]))
+    exists, named, lines = tx.journal_paths()
+    whats = {(line.get("run"), line.get("txn")): line.get("what") for line in lines if line.get("t") == "txn"}
+    saved["killed_after"] = tx.describe_line(lines[-1] if lines else None, whats) if first["killed"] else "-"
+    saved["backing_at_cut"] = current_of(LIVE_BACKING if kind == "live-cut" else BACKING)
+    saved["disk_at_cut"] = disk_now(WORK) if kind != "live-cut" else None
+    with open(CUT_STATE, "wb") as handle:
+        pickle.dump(saved, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return {"first": tx.outcome(first)}
+
+
+def named_as(digests, saved):
+    if digests is None:
+        return "none"
+    for name in ("fixture", "changed"):
+        # The root's time aside: a restore writes its mark of a partial copy into the mount's root.
+        if saved.get(name) is not None and not compare_trees(saved[name], digests, "a", "b", root_mtime=False):
+            return name
+    return "OTHER"
+
+
+def cut_after(spec, runner):
+    """After the boot: a new boot id, what the boot left, the next run, and where the data is."""
+    with open(CUT_STATE, "rb") as handle:
+        saved = pickle.load(handle)
+    boot_id = os.path.join(WORK, "boot_id")
+    with open(boot_id, "w", encoding="ascii") as handle:
+        handle.write("%s\n" % uuid.uuid4())
+    tx.sh("mount", "--bind", boot_id, "/proc/sys/kernel/random/boot_id")
+    kind = saved["kind"]
+    path, backing = (LIVE, LIVE_BACKING) if kind == "live-cut" else (DATA, BACKING)
+    entry = LIVE_PERSISTED if kind == "live-cut" else ENTRY
+    problems = []
+    at_cut = {"backing": named_as(saved["backing_at_cut"], saved), "disk": named_as(saved["disk_at_cut"], saved)}
+    booted = tree_digest(path)[0] if tx.mounts_at(path) else None
+    facts = {"killed_after": saved["killed_after"], "at_cut": at_cut,
+             "boot_mounted": "empty" if booted is not None and not os.listdir(path) else named_as(booted, saved)}
+    # Where a complete copy was on disk at the cut: the data the next run must keep.
+    if kind == "remove-cut":
+        want = saved["backing_at_cut"] if saved["backing_at_cut"] is not None else saved["disk_at_cut"]
+        if named_as(want, saved) not in ("fixture", "changed"):
+            problems.append("at the cut neither the backing nor the directory on disk held the data whole (backing "
+                            "%s, disk %s)" % (at_cut["backing"], at_cut["disk"]))
+    elif kind == "live-cut":
+        # Before its first copy a live tmpfs has no copy on disk, as it had none before the run: that data is the
+        # RAM's, gone with the power.
+        want = saved["fixture"] if at_cut["backing"] == "fixture" else None
+        if at_cut["backing"] not in ("none", "fixture"):
+            problems.append("at the cut the backing held a copy that is not the data")
+    else:
+        want = saved["fixture"]
+        if at_cut["disk"] != "fixture":
+            problems.append("at the cut the directory on disk did not hold the data (%s)" % at_cut["disk"])
+    second = runner.run("absent" if kind == "remove-cut" else "present", entry=entry)
+    facts["second"] = tx.outcome(second)
+    if not second["ok"]:
+        problems.append("the next run failed: %s" % (second["msg"] or second)[:1500])
+    mounted = tree_digest(path)[0] if tx.mounts_at(path) else None
+    current = current_of(backing)
+    facts["after"] = {"mount": named_as(mounted, saved), "backing": named_as(current, saved)}
+    if kind == "remove-cut":
+        disk = disk_now(WORK)
+        facts["after"]["disk"] = named_as(disk, saved)
+        if mounted is not None:
+            problems.append("%s is still mounted after the next run" % path)
+        if os.path.isdir(backing):
+            problems.append("the backing %s is still there after the next run" % backing)
+        problems += ["the directory on disk: %s" % s for s in compare_trees(want, disk, "the data at the cut",
+                                                                             "disk", root_mtime=False)][:10]
+    else:
+        if mounted is None:
+            problems.append("%s is not mounted after the next run" % path)
+        elif want is not None:
+            problems += ["the mount: %s" % s for s in compare_trees(want, mounted, "the data", "mount",
+                                                                     root_mtime=False)][:10]
+        if want is not None:
+            problems += ["the backing's current copy: %s" % s for s in compare_trees(
+                want, current or {}, "the data", "backing's copy", root_mtime=False)][:10]
+        elif mounted is not None and (current is None or compare_trees(mounted, current, "a", "b", root_mtime=False)):
+            problems.append("the backing's current copy is not the mount's data after the next run")
+        if kind == "adopt-cut":
+            problems += ["the disk copy: %s" % s for s in compare_trees(want, disk_now(WORK), "fixture", "disk",
+                                                                         root_mtime=False)][:10]
+    return {"hidden": facts, "second": facts["second"], "problems": problems}
+
+
 def case(spec):
     out = run_case(spec)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -372,6 +517,8 @@ def run_case(spec):
     with open(HELPER, encoding="utf-8") as handle:
         helper = handle.read()
     runner = Runner(work, spec["purposes"], spec["defaults"], helper)
+    if spec["kind"] in CUT_KINDS:
+        return cut_after(spec, runner) if spec.get("phase") == "after" else cut_before(spec, runner)
     fixture = setup()
     if spec["case"] == "handover":
         return handover(runner)
@@ -471,6 +618,27 @@ class Driver(object):
     def docker(self, *argv, **kwargs):
         return subprocess.run(["docker"] + list(argv), capture_output=True, text=True, check=False, **kwargs)
 
+    def wait_boot(self, name):
+        deadline = time.monotonic() + 120
+        while True:
+            # No answer at all until systemd's bus is up; then --wait waits for the boot to finish.
+            ready = self.docker("exec", name, "systemctl", "is-system-running", "--wait", timeout=120)
+            if ready.stdout.strip() in ("running", "degraded"):
+                return
+            if ready.stdout.strip() not in ("", "offline", "initializing", "starting") or time.monotonic() > deadline:
+                raise CaseError("systemd in %s did not come up: %s %s" % (name, ready.stdout, ready.stderr))
+            time.sleep(0.1)
+
+    def inside(self, name, spec):
+        """(the RESULT of SPEC run in container NAME, its log)."""
+        done = self.docker("exec", name, "python3", "%s/tests/transaction/persist.py" % STAGE, "--inside",
+                           json.dumps(dict(spec, **self.role)), timeout=900)
+        log = done.stderr + done.stdout
+        line = [text for text in done.stdout.splitlines() if text.startswith("RESULT ")]
+        if not line:
+            raise CaseError("the case ended (exit %s) without a result: %s" % (done.returncode, log[-1500:]))
+        return json.loads(line[-1][len("RESULT "):]), log
+
     def case(self, spec):
         """SPEC in a fresh container; its result (with 'error' when the case could not run) and its times."""
         with self.lock:
@@ -489,24 +657,23 @@ class Driver(object):
             if run.returncode != 0:
                 raise CaseError("docker run failed: %s" % run.stderr.strip())
             container = run.stdout.strip()
-            deadline = time.monotonic() + 120
-            while True:
-                # No answer at all until systemd's bus is up; then --wait waits for the boot to finish.
-                ready = self.docker("exec", name, "systemctl", "is-system-running", "--wait", timeout=120)
-                if ready.stdout.strip() in ("running", "degraded"):
-                    break
-                if ready.stdout.strip() not in ("", "offline", "initializing", "starting") or \
-                        time.monotonic() > deadline:
-                    raise CaseError("systemd in %s did not come up: %s %s" % (name, ready.stdout, ready.stderr))
-                time.sleep(0.1)
+            self.wait_boot(name)
             booted = time.monotonic() - began
-            done = self.docker("exec", name, "python3", "%s/tests/transaction/persist.py" % STAGE, "--inside",
-                               json.dumps(dict(spec, **self.role)), timeout=900)
-            log = done.stderr + done.stdout
-            line = [text for text in done.stdout.splitlines() if text.startswith("RESULT ")]
-            if not line:
-                raise CaseError("the case ended (exit %s) without a result: %s" % (done.returncode, log[-1500:]))
-            result = json.loads(line[-1][len("RESULT "):])
+            result, log = self.inside(name, spec)
+            if spec["kind"] in CUT_KINDS and not result.get("error"):
+                # The power cut: PID 1 killed (no shutdown, no stop-time sync; mounts and /run go), then the boot.
+                for argv in (("kill", "-s", "KILL", name), ("start", name)):
+                    done = self.docker(*argv, timeout=120)
+                    if done.returncode != 0:
+                        raise CaseError("docker %s failed: %s" % (argv[0], done.stderr.strip()))
+                self.wait_boot(name)
+                after, more = self.inside(name, dict(spec, phase="after"))
+                log += more
+                result = dict(result, **{key: value for key, value in after.items() if key != "problems"})
+                result["problems"] = result.get("problems", []) + after.get("problems", [])
+                result["error"] = after.get("error")
+                if result["error"] is None:
+                    del result["error"]
             result["boot_seconds"] = round(booted, 1)
         except (CaseError, subprocess.TimeoutExpired) as exc:
             result = {"error": str(exc)}
@@ -529,8 +696,10 @@ class Queue(object):
     """The references first, then the kill points of each kind, one N at a time until a run with N is no longer
     killed (taken in turn from the kinds still going, so with 2 workers at most one more per kind than needed)."""
 
-    def __init__(self, front, kinds):
-        self.front = list(front)
+    def __init__(self, front, kinds, points=None):
+        self.points = list(points or [])
+        self.front = list(front) + [{"name": "%s-kill-%d" % (kind, n), "case": "kill", "kind": kind, "n": n}
+                                    for kind in kinds for n in self.points]
         self.kinds = list(kinds)
         self.next = dict((kind, 1) for kind in kinds)
         self.end = dict((kind, None) for kind in kinds)
@@ -539,8 +708,8 @@ class Queue(object):
 
     def take(self):
         with self.lock:
-            if self.front:
-                return self.front.pop(0)
+            if self.front or self.points:
+                return self.front.pop(0) if self.front else None
             going = [kind for kind in self.kinds if self.end[kind] is None and self.next[kind] <= MAX_KILL_AT]
             if not going:
                 return None
@@ -599,6 +768,36 @@ def report(kind, results, reference, end):
     return problems
 
 
+def report_cuts(kind, results, end, points=None):
+    """The power cuts' table of KIND. Returns problems."""
+    if end is None and not points:
+        return ["%s: no run with %s=N (N up to %d) finished" % (kind, KILL_ENV, MAX_KILL_AT)]
+    what = {"adopt-cut": "the migrate of %s into a tmpfs kept in %s" % (DATA, BACKING),
+            "live-cut": "the live tmpfs at %s gaining persist (%s)" % (LIVE, LIVE_BACKING),
+            "remove-cut": "the removal (state absent) of the persisted %s, after files changed in RAM" % DATA}[kind]
+    print("\nPower cuts of %s:\na run killed just before its journal write N (N=%d: the whole run), then a power cut "
+          "(the container's PID 1 killed), its boot, a new boot id and the next run." % (what, end or 0))
+    print("%4s  %-30s %-22s %-9s %-28s %-4s %-32s %s" % ("N", "killed after (journal)", "at the cut", "boot",
+                                                       "the next run recovered", "2nd", "after", "verdict"))
+    problems = []
+    for n in points or range(1, end + 1):
+        result = results.get("%s-kill-%d" % (kind, n)) or {"error": "not run"}
+        found = ["%s %d: %s" % (kind, n, p) for p in ([result["error"][:1500]] if result.get("error") else [])
+                 + (result.get("problems") or [])]
+        problems += found
+        if result.get("error"):
+            print("%4d  ERROR %s" % (n, result["error"][:200]))
+            continue
+        hidden, second = result["hidden"], result["second"]
+        print("%4d  %-30s %-22s %-9s %-28s %-4s %-32s %s" % (
+            n, hidden["killed_after"][:30], "backing %s, disk %s" % (hidden["at_cut"]["backing"],
+                                                                    hidden["at_cut"]["disk"]),
+            hidden["boot_mounted"], (", ".join(second["recovered"]) or "nothing")[:28],
+            "ok" if second["ok"] else "FAIL",
+            " ".join("%s %s" % item for item in sorted(hidden["after"].items()))[:32], "pass" if not found else "FAIL"))
+    return problems
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--inside")
@@ -608,22 +807,27 @@ def main():
     parser.add_argument("--image", default=IMAGE)
     parser.add_argument("--tag", default=str(os.getpid()))
     parser.add_argument("--only", default=",".join(KINDS + ("handover",)))
+    parser.add_argument("--points", default="", help="only these N (comma separated), for a quick look")
     args = parser.parse_args()
     if args.inside:
         inside(json.loads(args.inside))
         return 0
-    kinds = [kind for kind in KINDS if kind in args.only.split(",")]
+    kinds = [kind for kind in KINDS + CUT_KINDS if kind in args.only.split(",")]
     began = time.monotonic()
     shutil.rmtree(args.keep, ignore_errors=True)
     purposes, defaults = tx.role_vars()
     driver = Driver(args.work, args.keep, args.image, args.tag, make_stage(args.work),
                     {"purposes": purposes, "defaults": defaults})
-    references = [{"name": "reference-%s" % kind, "case": "reference", "kind": kind} for kind in kinds]
+    references = [{"name": "reference-%s" % kind, "case": "reference", "kind": kind} for kind in kinds
+                  if kind in KINDS]
     alone = [{"name": "handover", "case": "handover", "kind": "handover"}] if "handover" in args.only.split(",") else []
-    queue = Queue(references + alone, kinds)
+    points = [int(n) for n in args.points.split(",") if n]
+    queue = Queue(references + alone, kinds, points)
     results = tx.run_all(driver, queue, args.jobs)
     problems = []
-    for kind in kinds:
+    for kind in [kind for kind in kinds if kind in CUT_KINDS]:
+        problems += report_cuts(kind, results, queue.end[kind], points)
+    for kind in [kind for kind in kinds if kind in KINDS]:
         reference = results["reference-%s" % kind]
         if reference.get("error") or reference.get("problems"):
             print("transaction-persist: the reference run of %s failed: %s"
@@ -639,7 +843,7 @@ def main():
             problems.append("reference %s: the second run failed: %s" % (kind, reference["again"]["msg"]))
         problems += compare(reference, reference["again_state"], "reference %s, second run" % kind) \
             if reference.get("again_state") else []
-    for kind in kinds:
+    for kind in [kind for kind in kinds if kind in KINDS]:
         problems += report(kind, results, results["reference-%s" % kind], queue.end[kind])
     if alone:
         problems += tx.report_case("handover (%s released, %s persisted, one run)" % (DATA, OTHER),
@@ -651,7 +855,7 @@ def main():
     cpu = [r["container_cpu_seconds"] for r in cases if r.get("container_cpu_seconds") is not None]
     print("transaction-persist: %d cases, kill points: %s; %s; %.0f s on %d workers (a case %.1f s on average, of "
           "which the container's boot %.1f s; CPU in the containers %s)" % (
-              len(results), ", ".join("%s %s" % (kind, queue.end[kind] - 1 if queue.end[kind] else "none")
+              len(results), ", ".join("%s %s" % (kind, queue.end[kind] - 1 if queue.end[kind] else points or "none")
                                       for kind in kinds),
               "%d problems" % len(problems) if problems else "all properties held", time.monotonic() - began,
               args.jobs, sum(r["seconds"] for r in cases) / max(len(cases), 1),

@@ -314,3 +314,66 @@ def test_after_a_reboot_an_fstab_undo_takes_away_a_mount_only_the_new_line_made(
 def test_after_a_reboot_an_fstab_undo_keeps_a_mount_of_another_kind(host, monkeypatch):
     assert _undo_after_reboot(monkeypatch, ["ramfs", "/srv/old", "ramfs", ["mode=755"]],
                               ["tmpfs /srv/old tmpfs size=1M 0 0\n"], ("tmpfs", "tmpfs")) == []
+
+
+def _persisted_run(host, stop_after, boot):
+    """A journal of a migrate with persist (move, fstab line, first copy, its check) cut after step STOP_AFTER."""
+    line = ["tmpfs", "/srv/a", "tmpfs", ["size=1M"]]
+    steps = [{"step": "move", "args": {"src": "/run/new/a", "path": "/srv/a", "fstype": "tmpfs", "below": None}},
+             {"step": "fstab", "args": {"path": "/srv/a", "line": line, "old": []}},
+             {"step": "sync", "args": {"path": "/srv/a", "backing": str(host / "backing"), "before": [],
+                                       "current": None, "disk": True}},
+             {"step": "verify", "args": {"src": "/srv/a", "dest": str(host / "backing" / "current"), "boot_pivot": True,
+                                         "src_name": "the RAM mount", "dest_name": "the backing's first copy"}},
+             {"step": "file", "args": {"file": paths.record_file("t"), "text": "{}\n", "mode": 0o644, "old": None}}]
+    journal = Journal(str(host / "journal.jsonl"))
+    journal.txn("dead", "t", {"path": "/srv/a", "action": "migrate", "pivot": 0, "steps": steps})
+    for i in range(stop_after + 1):
+        journal.mark("begin", "dead", "t", i)
+        journal.mark("done", "dead", "t", i, {"mount_id": 7} if i == 0 else {})
+        if i == 0:
+            journal.mark("forward", "dead", "t")
+    journal.close()
+    text = open(journal.path).read().replace('"boot":', '"boot":"%s","was":' % boot, 1)
+    with open(journal.path, "w") as handle:
+        handle.write(text)
+    return journal
+
+
+class PersistRecorder(Recorder):
+    def do_sync(self, args):
+        self.calls.append("do sync")
+        return {}
+
+    def do_verify(self, args):
+        self.calls.append("do verify")
+        return {}
+
+    def undo_sync(self, args, result, same_boot):
+        self.calls.append("undo sync")
+        return True
+
+    def undo_verify(self, args, result, same_boot):
+        return True
+
+
+@pytest.mark.parametrize("stop_after,way", [(0, "back"), (1, "back"), (2, "back"), (3, "forward")])
+def test_after_a_reboot_a_persisted_migrate_goes_forward_only_from_its_checked_first_copy(host, stop_after, way):
+    """The boot mounted an empty tmpfs from the new fstab line: before the first copy was checked the data of record
+    is the directory on disk (the line and the copy go), after it the backing (the rest of the files are written)."""
+    (host / "backing").mkdir()
+    ex = PersistRecorder(boot="boot-2")
+    report = ex_mod.recover(ex, _persisted_run(host, stop_after, "boot-1"))
+    assert report[0]["way"] == way
+    if way == "back":
+        assert "tmpfs /srv/a" not in open(paths.FSTAB).read()
+        assert ("undo sync" in ex.calls) == (stop_after >= 2)
+    else:
+        assert os.path.exists(paths.record_file("t")) and "do verify" not in ex.calls
+
+
+def test_in_the_same_boot_a_persisted_migrate_past_its_pivot_goes_forward(host):
+    (host / "backing").mkdir()
+    ex = PersistRecorder(boot="boot-1")
+    report = ex_mod.recover(ex, _persisted_run(host, 1, "boot-1"))
+    assert report[0]["way"] == "forward" and "do verify" in ex.calls

@@ -85,6 +85,8 @@ def test_a_new_persisted_mount_is_mounted_copied_to_the_backing_checked_then_sta
     assert steps[got.index("systemctl_start start")]["args"]["unrestore"].endswith(".restored")
     assert steps[-2]["args"]["file"] == paths.record_file(persisted(backing)["token"])
     assert [step["args"]["mode"] for step in steps if step["step"] == "mkdir" and step["args"].get("mode")] == ["0700"]
+    # After a reboot the checked first copy is the point of no return; a new mount held nothing the undo could lose.
+    assert ex_mod.boot_pivot(steps) == got.index("verify") and steps[got.index("sync")]["args"]["disk"]
 
 
 def test_a_journal_mount_moves_journald_out_and_back_and_restarts_it_with_its_size_limit(persist_host, monkeypatch):
@@ -254,6 +256,8 @@ def test_a_persisted_mount_that_goes_is_written_back_unmounted_then_returned_to_
     assert got[:4] == ["systemctl stop", "systemctl stop", "systemctl stop", "writeback"]
     assert steps[pivot]["step"] == "unmount"
     assert got.index("unmount") < got.index("return") < got.index("clear_backing") < got.index("systemctl disable")
+    # After a reboot: undone while the boot still mounts it from its fstab line, finished once the line is gone.
+    assert got.index("unmount") < ex_mod.boot_pivot(steps) == got.index("fstab") < got.index("return")
     assert got[-1] == "systemctl start"
     removed = [step["args"]["file"] for step in steps if step["step"] == "file" and step["args"]["text"] is None]
     assert set(paths.persist_unit_files(token).values()) | {status} <= set(removed)
@@ -292,7 +296,8 @@ def test_undoing_the_first_copy_puts_the_backing_back(tmp_path):
     backing = tmp_path / "backing"
     os.makedirs(backing / "snap-old")
     os.symlink("snap-old", str(backing / "current"))
-    args = {"backing": str(backing), "before": ["current", "snap-old"], "current": "snap-old"}
+    args = {"backing": str(backing), "before": ["current", "snap-old"], "current": "snap-old", "disk": True,
+            "path": str(tmp_path / "data")}
     # What a sync did: a new copy, current switched to it, and one cut short.
     os.makedirs(backing / "snap-new")
     os.makedirs(backing / ".new-2")
@@ -301,9 +306,20 @@ def test_undoing_the_first_copy_puts_the_backing_back(tmp_path):
     ps.PersistSteps().undo_sync(args, {}, True)
     assert sorted(os.listdir(backing)) == ["current", "snap-old"] and os.readlink(str(backing / "current")) == "snap-old"
     # A backing that had no copy before has none after.
-    args = {"backing": str(backing), "before": [], "current": None}
+    args = {"backing": str(backing), "before": [], "current": None, "disk": True, "path": str(tmp_path / "data")}
     ps.PersistSteps().undo_sync(args, {}, True)
     assert os.listdir(backing) == []
+
+
+def test_undoing_a_live_mounts_first_copy_keeps_it_once_the_ram_is_gone(tmp_path):
+    """A live mount's first copy is its only one after a reboot, or once the mount it was made from is gone."""
+    backing = tmp_path / "backing"
+    os.makedirs(backing / "snap-new" / "sub")
+    os.symlink("snap-new", str(backing / "current"))
+    args = {"backing": str(backing), "before": [], "current": None, "path": str(tmp_path / "data"), "mount_id": 4242}
+    for same_boot in (False, True):  # True: nothing is mounted at the path any more
+        ps.PersistSteps().undo_sync(args, {}, same_boot)
+        assert sorted(os.listdir(backing)) == ["current", "snap-new"]
 
 
 def test_undoing_the_start_of_persist_first_takes_away_the_mark_of_its_restore(persist_host):
@@ -314,7 +330,8 @@ def test_undoing_the_start_of_persist_first_takes_away_the_mark_of_its_restore(p
     assert not mark.exists() and ex.calls[-1] == "systemctl stop p.service"
 
 
-def test_the_copy_returns_to_disk_only_once_nothing_is_mounted_there(tmp_path, monkeypatch):
+def _returning(tmp_path):
+    """(a backing whose current copy holds sub/f, a directory on disk with older entries)."""
     backing = tmp_path / "backing"
     os.makedirs(backing / "snap-1" / "sub")
     (backing / "snap-1" / "sub" / "f").write_text("new")
@@ -322,6 +339,11 @@ def test_the_copy_returns_to_disk_only_once_nothing_is_mounted_there(tmp_path, m
     disk = tmp_path / "disk"
     os.makedirs(disk / "old")
     (disk / "stale").write_text("old")
+    return backing, disk
+
+
+def test_the_copy_returns_to_disk_only_once_nothing_is_mounted_there(tmp_path, monkeypatch):
+    backing, disk = _returning(tmp_path)
 
     class Ex(ps.PersistSteps):
         def _tool(self, argv, what):
@@ -341,6 +363,44 @@ def test_the_copy_returns_to_disk_only_once_nothing_is_mounted_there(tmp_path, m
     assert sorted(os.listdir(disk)) == ["sub"] and (disk / "sub" / "f").read_text() == "new"
     Ex().do_clear_backing({"backing": str(backing)})
     assert not backing.exists()
+
+
+class Returner(ps.PersistSteps):
+    """do_return's tools for real, but cp killed (SystemExit) or cut short (a file left out) when told."""
+
+    def __init__(self, cp=None):
+        self.cp = cp
+
+    def _tool(self, argv, what):
+        import subprocess
+        subprocess.run(argv, check=True)
+        if argv[0] == "cp" and self.cp == "kill":
+            raise SystemExit("killed after cp")
+        if argv[0] == "cp" and self.cp == "short":
+            os.unlink(os.path.join(argv[-1], "sub", "f"))
+
+    def error(self, message):
+        raise RuntimeError(message)
+
+
+def test_a_return_cut_short_or_refused_leaves_the_directory_on_disk_whole(tmp_path, monkeypatch):
+    """The copy is made beside the directory and swapped in: a kill or a bad copy never leaves it emptied or half
+    filled, and the next try finishes it (a swap by two renames killed in between included)."""
+    backing, disk = _returning(tmp_path)
+    monkeypatch.setattr(ps, "_is_mount_point", lambda path: False)
+    args = {"path": str(disk), "backing": str(backing), "fstype": "tmpfs"}
+    with pytest.raises(RuntimeError, match="differs from the backing's copy"):
+        Returner(cp="short").do_return(args)
+    assert sorted(os.listdir(disk)) == ["old", "stale"]
+    with pytest.raises(SystemExit):
+        Returner(cp="kill").do_return(args)
+    assert sorted(os.listdir(disk)) == ["old", "stale"]
+    # Killed between the two renames of a swap: the directory is away, the copy beside it.
+    fresh, aside = ps.return_names(str(disk))
+    os.rename(str(disk), aside)
+    assert Returner().do_return(args)["returned"]
+    assert sorted(os.listdir(disk)) == ["sub"] and (disk / "sub" / "f").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["backing", "disk"]
 
 
 def test_the_copy_returns_into_a_setgid_directory_with_the_modes_of_the_copy(tmp_path, monkeypatch):
