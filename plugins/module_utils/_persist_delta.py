@@ -191,7 +191,7 @@ def _open_dir_at(dir_fd, name):
     return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
 
 
-def open_parent(root_fd, rel, where="", create=False):
+def open_parent(root_fd, rel, where=""):
     """(a new fd of REL's parent directory, REL's name), each component opened with O_NOFOLLOW from ROOT_FD."""
     parts = rel.split("/")
     fd = os.dup(root_fd)
@@ -209,7 +209,6 @@ def open_parent(root_fd, rel, where="", create=False):
     except BaseException:
         os.close(fd)
         raise
-    del create
     return fd, parts[-1]
 
 
@@ -231,10 +230,6 @@ def remove_at(dir_fd, name):
         shutil.rmtree(name, dir_fd=dir_fd)
     else:
         os.unlink(name, dir_fd=dir_fd)
-
-
-def _fsync_fd(fd):
-    os.fsync(fd)
 
 
 def _syncfs_fd(fd, what):
@@ -1155,6 +1150,15 @@ def revert_record(backing, record):
 
 # The sync: two sorted walks merged ------------------------------------------------------------------------------
 
+def _peak_rss_bytes():
+    """This process's own peak resident memory (VmHWM: its image only, not what it inherited at fork)."""
+    with open("/proc/self/status", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def _own_write_bytes():
     with open("/proc/self/io", encoding="ascii") as handle:
         values = dict(line.split(": ") for line in handle.read().splitlines())
@@ -1243,14 +1247,13 @@ class _Merge:
             inode, links = self.copier.inodes.pop(rel, (None, 1))
             self.new_digest.add(rel, metas[rel], inode, links)
 
-    def _only_in_mount(self, rel, meta, st, parent_fd, name):
+    def _only_in_mount(self, rel, meta, _st, parent_fd, name):
         self._dirty()
         if meta["kind"] == "d":
             self.src.skip()
         metas = self._put(rel, parent_fd, name, False)
         if metas:
             self._digest_copied(metas)
-        del st
 
     def _in_both(self, new_entry, old_entry):
         rel, new, st, parent_fd, name = new_entry
@@ -1433,7 +1436,7 @@ def _sync(backing, mount, backing_dir, keep, excludes):
                 # Nothing changed: no new generation, so no earlier snapshot is pruned for an identical one.
                 _discard(backing)
                 report.update(generation=head, record_bytes=0, written_bytes=0,
-                              process_write_bytes=_own_write_bytes() - own,
+                              process_write_bytes=_own_write_bytes() - own, peak_rss_bytes=_peak_rss_bytes(),
                               seconds=round(time.monotonic() - started, 3), reverse_deltas=backing.reverse_deltas())
                 return report
             gen = head + 1
@@ -1477,8 +1480,8 @@ def _sync(backing, mount, backing_dir, keep, excludes):
         raise Stopped("stopped by %s after generation %d was committed: it was applied and recorded first; current "
                       "is generation %d, whole" % (HELD.name(), gen, gen))
     report.update(generation=gen, record_bytes=record_bytes, written_bytes=merge.copier.blocks + record_bytes,
-                  process_write_bytes=_own_write_bytes() - own, seconds=round(time.monotonic() - started, 3),
-                  steps=dict((name, round(end - begin, 3)) for (_name, begin), (name, end) in zip(marks, marks[1:])),
+                  process_write_bytes=_own_write_bytes() - own, peak_rss_bytes=_peak_rss_bytes(),
+                  seconds=round(time.monotonic() - started, 3), steps=dict((name, round(end - begin, 3)) for (_name, begin), (name, end) in zip(marks, marks[1:])),
                   reverse_deltas=backing.reverse_deltas())
     return report
 
