@@ -420,10 +420,11 @@ class TreeDigest:
         self.links = {}  # inode -> paths, of the regular files with more than one link
 
     def add(self, rel, meta, inode=None, links=1):
-        fields = [rel, meta["kind"], meta["mode"], meta["uid"], meta["gid"], meta["size"], meta["mtime_ns"],
-                  meta["rdev"], meta["target"], [list(pair) for pair in meta["xattrs"]]]
-        self._hash.update(json.dumps(fields).encode("utf-8", "surrogateescape"))
-        self._hash.update(b"\n")
+        # NUL-separated: no name or link target holds one (json.dumps here took a third of a walk's time).
+        line = "%s\0%s\0%d\0%d\0%d\0%d\0%d\0%d\0%s\0%s\n" % (
+            rel, meta["kind"], meta["mode"], meta["uid"], meta["gid"], meta["size"], meta["mtime_ns"], meta["rdev"],
+            meta["target"], "\0".join("%s=%s" % pair for pair in meta["xattrs"]))
+        self._hash.update(line.encode("utf-8", "surrogateescape"))
         if meta["kind"] == "f" and links > 1:
             self.links.setdefault(inode, []).append(rel)
 
