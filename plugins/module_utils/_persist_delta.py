@@ -1595,6 +1595,8 @@ def restore(backing_dir, dest, back=0):
 def roll_forward(backing_dir):
     """Finish a sync (or rollback) of BACKING_DIR cut short after its commit point, before current is read as a
     copy; what it did, or '' when nothing was pending."""
+    if not os.path.lexists(os.path.join(backing_dir, STATE)):
+        return ""  # never synced in place: nothing to roll forward (the plan checks the backing's owner and mode)
     with HELD:
         backing = Backing(backing_dir)
         try:
