@@ -146,6 +146,7 @@ class _HeldSignals:
             for signum, handler in self._previous.items():
                 signal.signal(signum, handler)
             self._previous = {}
+            self.signum = 0  # told to the caller as a Stopped error; a later copy outside a run is not stopped
         return False
 
     def name(self):
@@ -620,7 +621,8 @@ class Copier:
         self.skipped_mounts = []
 
     def copy_tree(self, src, dst, rel, metas):
-        """SRC (an entry, a directory with all it holds) to the new DST; METAS gets {relative path from REL: meta}.
+        """SRC (an entry, a directory with all it holds) to the new DST; METAS gets {relative path from REL: meta}
+        (None: nothing is kept, for a copy of a whole tree).
         Both paths' parents are trusted (the caller's); everything below is reached by fds."""
         src_parent, src_name = os.path.split(os.path.normpath(src))
         dst_parent, dst_name = os.path.split(os.path.normpath(dst))
@@ -645,7 +647,8 @@ class Copier:
             self.copy_at(src_fd, name, dst_fd, name, name, metas, dst_fd, name)
         meta = _meta(st, _xattrs(src_fd), "")
         set_attrs_fd(dst_fd, meta)
-        metas[""] = meta
+        if metas is not None:
+            metas[""] = meta
 
     def copy_at(self, sfd, sname, dfd, dname, rel, metas, anchor, anchor_rel):
         """SNAME in SFD to the new DNAME in DFD; ANCHOR (a directory fd, or None for an absolute ANCHOR_REL) and
@@ -685,7 +688,8 @@ class Copier:
                     if key in self.linked:
                         first_anchor, first = self.linked[key]
                         os.link(first, dname, src_dir_fd=first_anchor, dst_dir_fd=dfd, follow_symlinks=False)
-                        metas[rel] = meta
+                        if metas is not None:
+                            metas[rel] = meta
                         return True
                 fout = os.open(dname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                                dir_fd=dfd)
@@ -734,7 +738,8 @@ class Copier:
                 os.mknod(dname, stat.S_IFMT(st.st_mode) | 0o600, st.st_rdev, dir_fd=dfd)
             set_attrs_at(dfd, dname, meta)
             self.blocks += os.stat(dname, dir_fd=dfd, follow_symlinks=False).st_blocks * 512
-        metas[rel] = meta
+        if metas is not None:
+            metas[rel] = meta
         return True
 
 
@@ -883,7 +888,8 @@ class Backing:
                 raise SyncError("%s is not a symbolic link (%s): current must name a snap-* directory of the "
                                 "backing: refused" % (where, exc.strerror)) from exc
             if not _SNAPSHOT_NAME.fullmatch(name):
-                raise SyncError("%s points to %r, not to a plain snap-* name inside the backing: refused" % (where, name))
+                raise SyncError("%s points to %r, not to a plain snap-* name inside the backing: refused"
+                                % (where, name))
             try:
                 self._current_fd = _open_dir_at(self.root_fd, name)
             except OSError as exc:
@@ -1341,6 +1347,7 @@ class _Merge:
                     self._put(rel, parent, name, True)
                 finally:
                     os.close(parent)
+                self.copier.inodes.pop(rel, None)  # in the digest already, from the walk
                 dirty_parents.add(rel.rpartition("/")[0])
             elif attrs_changed:
                 self._write({"op": "attrs", "path": rel, "new": new, "old": old})
@@ -1482,7 +1489,8 @@ def _sync(backing, mount, backing_dir, keep, excludes):
                       "is generation %d, whole" % (HELD.name(), gen, gen))
     report.update(generation=gen, record_bytes=record_bytes, written_bytes=merge.copier.blocks + record_bytes,
                   process_write_bytes=_own_write_bytes() - own, peak_rss_bytes=_peak_rss_bytes(),
-                  seconds=round(time.monotonic() - started, 3), steps=dict((name, round(end - begin, 3)) for (_name, begin), (name, end) in zip(marks, marks[1:])),
+                  seconds=round(time.monotonic() - started, 3),
+                  steps=dict((name, round(end - begin, 3)) for (_name, begin), (name, end) in zip(marks, marks[1:])),
                   reverse_deltas=backing.reverse_deltas())
     return report
 
@@ -1514,7 +1522,7 @@ def _apply_to_copy(backing, record, dest_fd):
                 if op["op"] == "put":
                     if stage is not None and _lexists_at(stage, str(number)):
                         remove_at(parent, name)
-                        copier.copy_at(stage, str(number), parent, name, rel, {}, dest_fd, rel)
+                        copier.copy_at(stage, str(number), parent, name, rel, None, dest_fd, rel)
                 elif op["op"] == "del":
                     remove_at(parent, name)
                 else:
@@ -1539,7 +1547,7 @@ def _revert_copy(backing, record, dest_fd):
     try:
         copier = Copier()
         for name in sorted(os.listdir(undo)):
-            copier.copy_at(undo, name, scratch_fd, name, name, {}, scratch_fd, name)
+            copier.copy_at(undo, name, scratch_fd, name, name, None, scratch_fd, name)
         revert_entries(record, dest_fd, scratch_fd)
     finally:
         os.close(undo)
@@ -1572,7 +1580,7 @@ def restore(backing_dir, dest, back=0):
                             % (backing_dir, missing or [head - back], back))
         dest_fd = os.open(dest, _DIR_FLAGS)
         try:
-            Copier().copy_contents(cur, dest_fd, {})
+            Copier().copy_contents(cur, dest_fd, None)
             if pending and pending[0] == "commit":
                 _apply_to_copy(backing, pending[1], dest_fd)
                 return {"result": "ok", "generation": pending[1].gen, "pending": "commit"}
