@@ -244,6 +244,21 @@ def change_a_tenth(root, rng, turn):
     write(os.path.join(root, "turn-%d" % turn, "new", "tree"), b"x")
 
 
+def holds_sigterm(pid, seconds):
+    """Whether process PID catches SIGTERM (its SigCgt mask in /proc) within SECONDS."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open("/proc/%d/status" % pid, encoding="ascii") as handle:
+                caught = [line.split()[1] for line in handle if line.startswith("SigCgt:")]
+        except FileNotFoundError:
+            return False
+        if caught and int(caught[0], 16) & (1 << (signal.SIGTERM - 1)):
+            return True
+        time.sleep(0.005)
+    return False
+
+
 def test_sigterm_at_any_instant_leaves_current_one_whole_generation(setup):
     """Syncs of 2,000 files, a tenth changed each time, each sent SIGTERM after a random delay (before, during and
     after its commit point): each exits with a clear 'stopped' error (or had finished), nothing half-done is left
@@ -260,7 +275,10 @@ def test_sigterm_at_any_instant_leaves_current_one_whole_generation(setup):
         new = snapshot(setup.src)
         run = subprocess.Popen([sys.executable, SCRIPT, "sync", setup.src, setup.backing], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
-        time.sleep(rng.uniform(0.05, 1.2))
+        # From the moment the sync holds SIGTERM (before it Python is still starting and has touched nothing); on a
+        # loaded machine that takes a while.
+        assert holds_sigterm(run.pid, 60), "the sync never held SIGTERM (turn %d)" % turn
+        time.sleep(rng.uniform(0.0, 0.8))
         run.send_signal(signal.SIGTERM)
         out, err = run.communicate()
         assert run.returncode in (0, 1), (turn, run.returncode, out, err)
