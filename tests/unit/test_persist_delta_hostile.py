@@ -349,7 +349,7 @@ def test_a_sync_holds_memory_bounded_by_the_change_not_the_tree(setup):
     parent = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     peak, report = peak_rss_of_sync(setup)
     assert report["operations"]["put"] == 300, report
-    assert peak < parent + (16 << 20), "peak RSS %d MiB, this test process's %d MiB" % (peak >> 20, parent >> 20)
+    assert peak < parent + (10 << 20), "peak RSS %d MiB, this test process's %d MiB" % (peak >> 20, parent >> 20)
 
 
 @pytest.fixture()
