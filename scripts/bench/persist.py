@@ -301,24 +301,25 @@ def memory_figures(work, env, rng, sizes=MEMORY_TREES):
             run(["mount", "-t", "tmpfs", "-o", "size=4G,nr_inodes=0,mode=0755", "ramdisk-bench", path])
         try:
             started = time.monotonic()
-            names = []
+
+            def name_of(number):
+                return os.path.join(mount, "d%04d" % (number // FILES_PER_DIRECTORY),
+                                    "f%04d" % (number % FILES_PER_DIRECTORY))
+
+            # No list of the names: the bench's own memory is where a child's ru_maxrss starts.
             for number in range(files):
-                directory = os.path.join(mount, "d%04d" % (number // FILES_PER_DIRECTORY))
                 if number % FILES_PER_DIRECTORY == 0:
-                    os.mkdir(directory)
-                name = os.path.join(directory, "f%04d" % (number % FILES_PER_DIRECTORY))
-                os.close(os.open(name, os.O_CREAT | os.O_WRONLY, 0o644))
-                names.append(name)
+                    os.mkdir(os.path.dirname(name_of(number)))
+                os.close(os.open(name_of(number), os.O_CREAT | os.O_WRONLY, 0o644))
             built = time.monotonic() - started
             snapshot = os.path.join(backing, "snap-1")
             by_hand = os.path.join(backing, "by-hand")
             run(["rsync", "-a", mount + "/", snapshot])
             os.symlink("snap-1", os.path.join(backing, "current"))
             run(["cp", "-a", snapshot, by_hand])
-            for name in rng.sample(names, files // 100):
-                with open(name, "wb") as handle:
+            for number in rng.sample(range(files), files // 100):
+                with open(name_of(number), "wb") as handle:
                     handle.write(b"changed by the bench")
-            del names
             seconds, peak, out = timed_rusage([sys.executable, DELTA, "sync", mount, backing], env)
             report = json.loads(out)
             rsync_seconds, rsync_peak, _out = timed_rusage(["rsync", "-a", "--delete", mount + "/", by_hand + "/"], env)
