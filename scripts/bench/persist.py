@@ -31,6 +31,13 @@ the blocks of the new copy that the starting copy does not share (du over both, 
 printed beside them: (d) and (d') write at most 3% of the tree (its data, apparent sizes), and take at most 1.2x
 the time of (c).
 
+Then the memory of one sync (issue 41): trees of 100,000 and 1,000,000 empty files (1,000 a directory) on a tmpfs,
+copied to a backing on a tmpfs of its own (rsync -a, then current -> snap-1, as the helper's first copy), 1% of the
+files rewritten, and one sync of each measured: its peak memory (ru_maxrss of the sync process, from wait4, which
+counts from the bench's own high-water mark at the fork; and the process's own VmHWM, from its report) and its
+time, beside `rsync -a --delete` by hand of the same change into a copy of the same starting tree. Target printed
+beside it: under 256 MiB at 1,000,000 files.
+
 Runs as root in a private mount namespace (it re-runs itself under `unshare --mount --propagation private`), so the
 mounts are seen by nobody else; the loop device is the kernel's, so it is detached at the end, and everything else
 it made is removed, whatever happens.
@@ -42,6 +49,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -71,6 +79,9 @@ TARGET_WRITTEN_SHARE = 0.03
 TURNS = 2
 IMAGE_BYTES = 4 * GIB
 TARGET_TIME_RATIO = 1.2
+MEMORY_TREES = (100000, 1000000)
+FILES_PER_DIRECTORY = 1000
+TARGET_PEAK_RSS = 256 * MIB
 
 
 def run(argv, **kwargs):
@@ -267,6 +278,75 @@ def mb(value):
     return "%.1f MB" % (value / 1e6)
 
 
+def timed_rusage(argv, env):
+    """(seconds, peak RSS in bytes by wait4's ru_maxrss, stdout) of ARGV run as a child."""
+    started = time.monotonic()
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE)
+    out = child.stdout.read()
+    child.stdout.close()
+    _pid, status, usage = os.wait4(child.pid, 0)
+    seconds = time.monotonic() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit("bench-persist: %s failed: %s" % (" ".join(argv), out.decode(errors="replace")))
+    return seconds, usage.ru_maxrss * 1024, out
+
+
+def memory_figures(work, env, rng, sizes=MEMORY_TREES):
+    """One sync of 1% changed at each of SIZES (files): its peak memory and time, beside rsync -a by hand."""
+    rows = []
+    for files in sizes:
+        mount, backing = os.path.join(work, "memory-mount"), os.path.join(work, "memory-backing")
+        for path in (mount, backing):
+            os.mkdir(path)
+            run(["mount", "-t", "tmpfs", "-o", "size=4G,nr_inodes=0,mode=0755", "ramdisk-bench", path])
+        try:
+            started = time.monotonic()
+
+            def name_of(number):
+                return os.path.join(mount, "d%04d" % (number // FILES_PER_DIRECTORY),
+                                    "f%04d" % (number % FILES_PER_DIRECTORY))
+
+            # No list of the names: the bench's own memory is where a child's ru_maxrss starts.
+            for number in range(files):
+                if number % FILES_PER_DIRECTORY == 0:
+                    os.mkdir(os.path.dirname(name_of(number)))
+                os.close(os.open(name_of(number), os.O_CREAT | os.O_WRONLY, 0o644))
+            built = time.monotonic() - started
+            snapshot = os.path.join(backing, "snap-1")
+            by_hand = os.path.join(backing, "by-hand")
+            run(["rsync", "-a", mount + "/", snapshot])
+            os.symlink("snap-1", os.path.join(backing, "current"))
+            run(["cp", "-a", snapshot, by_hand])
+            for number in rng.sample(range(files), files // 100):
+                with open(name_of(number), "wb") as handle:
+                    handle.write(b"changed by the bench")
+            seconds, peak, out = timed_rusage([sys.executable, DELTA, "sync", mount, backing], env)
+            report = json.loads(out)
+            rsync_seconds, rsync_peak, _out = timed_rusage(["rsync", "-a", "--delete", mount + "/", by_hand + "/"], env)
+            rows.append((files, built, seconds, peak, report.get("peak_rss_bytes", 0), report["operations"],
+                         rsync_seconds, rsync_peak))
+        finally:
+            for path in (mount, backing):
+                subprocess.run(["umount", path], check=False)
+                os.rmdir(path)
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print("")
+    print("memory of one sync, 1%% of the files changed (trees of empty files, %d a directory, on tmpfs; both syncs "
+          "on %d cores shared with others)" % (FILES_PER_DIRECTORY, os.cpu_count() or 0))
+    print("%9s %8s %10s %14s %14s %12s %12s %14s" % ("files", "built", "sync time", "ru_maxrss", "own VmHWM",
+                                                     "operations", "rsync -a", "rsync maxrss"))
+    for files, built, seconds, peak, hwm, counts, rsync_seconds, rsync_peak in rows:
+        print("%9d %7.1fs %9.1fs %14s %14s %12d %11.1fs %14s"
+              % (files, built, seconds, mb(peak), mb(hwm), sum(counts.values()), rsync_seconds, mb(rsync_peak)))
+    print("(ru_maxrss of a child starts from its parent's high-water mark at the fork: this bench's is %s)" % mb(own))
+    largest = rows[-1]
+    met = max(largest[3], largest[4]) < TARGET_PEAK_RSS if own < TARGET_PEAK_RSS else largest[4] < TARGET_PEAK_RSS
+    print("target: a sync of %d files under %s of peak memory: %s %s"
+          % (largest[0], mb(TARGET_PEAK_RSS), mb(largest[4] if own >= TARGET_PEAK_RSS else max(largest[3:5])),
+             "ok" if met else "OVER"))
+    return met
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("bench-persist mounts a tmpfs: run it as root")
@@ -277,6 +357,15 @@ def main():
         env = dict(os.environ, RAMDISK_BENCH_NS="1")
         sys.exit(subprocess.call(["unshare", "--mount", "--propagation", "private", sys.executable] + sys.argv, env=env))
     work = tempfile.mkdtemp(prefix="ramdisk-bench-persist-", dir="/var/tmp")
+    if "--memory-only" in sys.argv[1:]:
+        # The memory figures alone (SIZES as a comma-separated list after it, else MEMORY_TREES).
+        index = sys.argv.index("--memory-only")
+        sizes = tuple(int(one) for one in sys.argv[index + 1].split(",")) if len(sys.argv) > index + 1 \
+            else MEMORY_TREES
+        try:
+            return 0 if memory_figures(work, dict(os.environ, LC_ALL="C"), random.Random(SEED), sizes) else 1
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     mount = os.path.join(work, "mount")
     disk = os.path.join(work, "disk")
     loop = None
@@ -448,7 +537,12 @@ def main():
                      float(c_row[1] - new_bytes) / count, mb(d_row[1]), 100.0 * d_row[1] / tree))
         met = all(float(rows[key][1]) / tree_bytes <= TARGET_WRITTEN_SHARE
                   and rows[key][0] / rows["c"][0] <= TARGET_TIME_RATIO for key in ("d", "e"))
-        return 0 if met else 1
+        sys.stdout.flush()
+        # The 1 GiB trees' mounts emptied first: the memory trees need the room.
+        empty(backing)
+        empty(mount)
+        memory_met = memory_figures(work, env, rng)
+        return 0 if met and memory_met else 1
     finally:
         for mounted in (mount, disk):
             if os.path.ismount(mounted):
