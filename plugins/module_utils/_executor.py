@@ -670,6 +670,8 @@ def recover(ex, journal):
         if forward and not same_boot and pivot is not None and steps[pivot]["step"] in ("mount", "move", "systemctl_start") \
                 and not found["results"].get(pivot):
             forward = False
+        if forward and pivot is not None and pivot not in found["results"]:
+            found["results"][pivot] = {}  # a forward line comes after the pivot's done, or its probe: it took effect
         entry = {"path": what.get("path"), "action": what.get("action"), "way": "forward" if forward else "back",
                  "run": found["run"], "boot": "same" if same_boot else "earlier",
                  "steps_done": sorted(found["results"]), "steps": [step["step"] for step in steps]}
@@ -688,8 +690,9 @@ def recover(ex, journal):
         txn.results = dict(found["results"])
         txn.undone = set(found["undone"])
         if forward:
-            if pivot is not None and pivot not in txn.results:
-                journal.mark("done", found["run"], found["txn"], pivot, found["results"].get(pivot))
+            # What the probe found or the order of the lines showed, journaled: a death from here on goes on forward.
+            for i in sorted(set(found["results"]) - found["done_lines"]):
+                journal.mark("done", found["run"], found["txn"], i, found["results"][i])
             journal.mark("forward", found["run"], found["txn"])
             txn.forward(same_boot=same_boot)
         else:

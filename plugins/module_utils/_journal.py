@@ -211,8 +211,8 @@ class Journal(object):
     @staticmethod
     def transactions(lines):
         """The transactions of LINES, in the order they began: [{run, txn, boot, what (path, action, pivot,
-        steps: [{step, args}]), begun: {i}, results: {i: result}, undone: {i}, forward, aborted, closed,
-        maybe_begun: {i}, assumed: [sentence]}].
+        steps: [{step, args}]), begun: {i}, results: {i: result}, done_lines: {i} (the steps of RESULTS with a
+        done line), undone: {i}, forward, aborted, closed, maybe_begun: {i}, assumed: [sentence]}].
 
         An unreadable line is taken for the worst it could have said: for each transaction open before it and
         with no line after it, the start of its next steps (as many as such lines could hold: MAYBE_BEGUN;
@@ -237,7 +237,7 @@ class Journal(object):
                 txns[key] = {"run": line.get("run"), "txn": line.get("txn"), "boot": line.get("boot"),
                              "what": line.get("what") or {}, "begun": set(), "results": {}, "undone": set(),
                              "forward": False, "aborted": False, "closed": False, "maybe_begun": set(),
-                             "assumed": [], "lost": []}
+                             "assumed": [], "lost": [], "done_lines": set()}
                 order.append(key)
                 continue
             txn = txns.get(key)
@@ -251,6 +251,7 @@ class Journal(object):
             elif kind == "done":
                 txn["begun"].add(line.get("i"))
                 txn["results"][line.get("i")] = line.get("result") or {}
+                txn["done_lines"].add(line.get("i"))
             elif kind == "forward":
                 txn["forward"] = True
             elif kind in ("abort", "undone"):

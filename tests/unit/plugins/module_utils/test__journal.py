@@ -14,10 +14,10 @@ import pytest
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _executor as ex_mod
 
-from ansible_collections.ramdisk.provision.plugins.module_utils._journal import BLOB_REF, KILL_ENV, Journal, JournalError
+from ansible_collections.ramdisk.provision.plugins.module_utils._journal import BLOB_REF, KILL_ENV, Journal, JournalError, boot_id
 
 # persist_host (and host, which it builds on) are fixtures.
-from test__executor import host  # noqa: F401 # pylint: disable=unused-import
+from test__executor import Recorder, _dead_run, entry, host  # noqa: F401 # pylint: disable=unused-import
 from test__persist_steps import Systemd, persist_host, persisted  # noqa: F401 # pylint: disable=unused-import
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -311,3 +311,14 @@ def test_a_persisted_mounts_adoption_line_holds_references_not_the_helpers(persi
     assert inline > 60000 and size < 8192
     (txn,) = Journal.transactions(journal.read())
     assert txn["what"]["steps"] == json.loads(json.dumps(steps))
+
+
+def test_a_recovery_killed_after_its_forward_line_does_not_do_the_pivot_again(host):  # noqa: F811
+    """The probe found the pivot done and the recovery wrote its forward line, then died: the next one goes on."""
+    ex = Recorder(boot=boot_id())
+    journal, _steps = _dead_run(host, entry(), stop_after=1)  # mkdir done, mount (the pivot) begun
+    journal.mark("forward", "dead", entry()["token"])
+    journal.close()
+    report = ex_mod.recover(ex, Journal(journal.path))
+    assert report[0]["way"] == "forward" and "do mount /srv/a" not in ex.calls
+    assert not os.path.exists(journal.path)
