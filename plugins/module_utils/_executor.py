@@ -677,9 +677,9 @@ def recover(ex, journal):
                  "steps_done": sorted(found["results"]), "steps": [step["step"] for step in steps]}
         if found["assumed"]:
             entry["assumed"] = found["assumed"]
-            ex.warnings.append("Host %s: the journal %s of a run that died: %s (%s). It was %s."
-                               % (ex.host, journal.path, "; ".join(found["assumed"]), what.get("path"),
-                                  "finished" if forward else "undone" if not ex.check else "left as it is (check mode)"))
+            ex.warnings.append("Host %s: the journal %s of a run that died, for %s: %s. It was %s."
+                               % (ex.host, journal.path, what.get("path"), "; ".join(found["assumed"]),
+                                  "left as it is (check mode)" if ex.check else "finished" if forward else "undone"))
         report.append(entry)
         if ex.check:
             continue

@@ -40,6 +40,9 @@ and ramfs entries, both as Ansible runs a module (a Python process reading its a
   the next run succeeds and leaves what an uninterrupted run leaves (device size and algorithm, swap priority,
   mount, root, tree, fstab, records; device numbers aside). Then a run whose device 3 of 4 the kernel refuses:
   it fails, and no device, swap, mount, fstab line or record of it is left. Each case removes every device it made.
+- torn journal: a run killed just after its migrate's pivot was journaled done, that line then torn by 7 bytes
+  (a power cut mid-append), the recovery killed before its 2nd journal write and, in a second case, its 3rd; the
+  next run must succeed and leave what one uninterrupted run leaves.
 
 Usage: transaction.py --work DIR [--keep DIR] [--jobs N] [--tries N]
        [--only kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,zram,torn-journal].
