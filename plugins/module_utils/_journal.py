@@ -34,6 +34,7 @@ No database is needed for a few dozen lines per run, and the file stays readable
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -378,8 +379,9 @@ class Journal(object):
         self.close()
         try:
             os.unlink(self.path)
-        except OSError:
-            pass
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                return  # the journal stays, and so do the blobs it names
         else:
             _fsync_dir(os.path.dirname(self.path))
         try:
