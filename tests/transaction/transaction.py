@@ -324,6 +324,7 @@ def end_state(paths_of):
     state["etc_temp_files"] = sorted(os.path.join(here, name) for here, _dirs, names in os.walk("/etc")
                                      for name in names if ".ramdisk-" in name)
     state["journal"] = os.path.exists(paths.JOURNAL)
+    state["journal_blobs"] = sorted(os.listdir(paths.JOURNAL_BLOBS)) if os.path.isdir(paths.JOURNAL_BLOBS) else []
     state["run_dir"] = sorted(os.listdir(paths.RUN_DIR)) if os.path.isdir(paths.RUN_DIR) else []
     return state
 
@@ -1520,8 +1521,10 @@ def main():
                                                                     or reference["problems"]))
             return 2
         state = reference["state"]
-        if state["journal"] or state["staging_mounts"] or any(len(m) != 1 for m in state["mounts"].values()):
-            problems.append("%s: a journal, a staging mount, or not one mount per path: %s" % (spec["name"], state))
+        if state["journal"] or state["journal_blobs"] or state["staging_mounts"] or \
+                any(len(m) != 1 for m in state["mounts"].values()):
+            problems.append("%s: a journal or its blobs, a staging mount, or not one mount per path: %s"
+                            % (spec["name"], state))
     if "kill" in only:
         problems += report_kill_points(results, results["reference-both"], queue.end)
     reboot_points = 0

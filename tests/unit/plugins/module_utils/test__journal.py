@@ -7,8 +7,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -91,13 +94,14 @@ def test_the_kill_hook_stops_the_process_before_that_write(tmp_path):
 
 # A torn last line -----------------------------------------------------------------------------------------
 
-def _steps(tmp_path):
-    """The steps of a small transaction on real files (the first's text inline, the second's in a blob)."""
-    return [{"step": "file", "args": {"file": str(tmp_path / "a.conf"), "text": "new a\n", "mode": 0o644,
+def _steps(directory):
+    """The steps of a small transaction on real files in DIRECTORY (the first's text inline, the second's in a
+    blob)."""
+    return [{"step": "file", "args": {"file": os.path.join(str(directory), "a.conf"), "text": "new a\n", "mode": 0o644,
                                       "old": "old a\n", "old_mode": 0o644}},
-            {"step": "file", "args": {"file": str(tmp_path / "b.conf"), "text": "new b\n" * 1000, "mode": 0o644,
+            {"step": "file", "args": {"file": os.path.join(str(directory), "b.conf"), "text": "new b\n" * 1000, "mode": 0o644,
                                       "old": "old b\n", "old_mode": 0o644}},
-            {"step": "file", "args": {"file": str(tmp_path / "c.conf"), "text": "new c\n", "mode": 0o644,
+            {"step": "file", "args": {"file": os.path.join(str(directory), "c.conf"), "text": "new c\n", "mode": 0o644,
                                       "old": "old c\n", "old_mode": 0o644}}]
 
 
@@ -117,11 +121,26 @@ def _whole_then(tmp_path, last):
         return whole, handle.read()
 
 
+@pytest.fixture
+def ram_path(tmp_path):
+    """A scratch directory on tmpfs where there is one (/dev/shm): the byte-by-byte cases append and flush some
+    thousand times, and what they test is where the bytes go, not how long a disk takes to flush them."""
+    if not os.path.isdir("/dev/shm"):
+        return tmp_path
+    directory = tempfile.mkdtemp(prefix="test-journal-", dir="/dev/shm")
+    yield pathlib.Path(directory)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+NEXT = [{"t": "abort", "run": "next", "txn": "t"}, {"t": "close", "run": "next", "txn": "t"}]
+
+
 @pytest.mark.parametrize("last", [
-    lambda j: j.txn("dead", "u", {"path": "/srv/b", "action": "mount", "pivot": None, "steps": []}),
+    lambda j: j.txn("dead", "u", {"path": "/srv/b", "action": "migrate", "pivot": 1, "steps": _steps(os.path.dirname(j.path))}),
     lambda j: j.mark("begin", "dead", "t", 1),
 ], ids=["txn", "begin"])
-def test_a_line_torn_at_every_byte_then_two_appends_read_every_whole_record_in_order(tmp_path, last):
+def test_a_line_torn_at_every_byte_then_two_appends_read_every_whole_record_in_order(ram_path, last):
+    tmp_path = ram_path
     whole, line = _whole_then(tmp_path, last)
     path = str(tmp_path / "journal.jsonl")
     want = [json.loads(raw) for raw in whole.splitlines()]
@@ -129,15 +148,32 @@ def test_a_line_torn_at_every_byte_then_two_appends_read_every_whole_record_in_o
         with open(path, "wb") as handle:
             handle.write(whole + line[:cut])
         journal = Journal(path)
-        journal.mark("abort", "next", "t")
-        journal.mark("close", "next", "t")
+        for record in NEXT:
+            journal.mark(record["t"], record["run"], record["txn"])
         journal.close()
         got = journal.read()
         assert got[0]["t"] == "txn" and got[0]["what"]["steps"] == _steps(tmp_path), cut
-        assert got[1:] == want[1:] + [{"t": "abort", "run": "next", "txn": "t"},
-                                      {"t": "close", "run": "next", "txn": "t"}], cut
+        assert got[1:] == want[1:] + NEXT, cut
         with open(path, "rb") as handle:
             assert handle.read().startswith(whole + b'{"run":"next"'), cut  # the torn bytes are gone from disk
+
+
+@pytest.mark.parametrize("last", [
+    lambda j: j.txn("dead", "u", {"path": "/srv/b", "action": "migrate", "pivot": 1, "steps": _steps(os.path.dirname(j.path))}),
+    lambda j: j.mark("done", "dead", "t", 1, {"mount_id": 7}),
+], ids=["txn", "done"])
+def test_a_line_torn_at_every_byte_with_the_next_glued_to_it_by_an_older_writer_reads_every_whole_record(ram_path,
+                                                                                                       last):
+    tmp_path = ram_path
+    whole, line = _whole_then(tmp_path, last)
+    path = str(tmp_path / "journal.jsonl")
+    want = [json.loads(raw) for raw in whole.splitlines()]
+    glued = b"".join(json.dumps(record, sort_keys=True, separators=(",", ":")).encode() + b"\n" for record in NEXT)
+    for cut in range(1, len(line)):
+        with open(path, "wb") as handle:
+            handle.write(whole + line[:cut] + glued)
+        got = Journal(path).read()
+        assert got[1:] == want[1:] + NEXT, cut
 
 
 def test_a_torn_start_glued_to_a_whole_line_by_an_older_writer_gives_the_whole_line(tmp_path):
