@@ -276,7 +276,8 @@ class Journal(object):
 
     def _open(self):
         """Open the journal for appending; a torn last line a dead writer left is cut off first, so that the
-        next line starts on a line of its own."""
+        next line starts on a line of its own (a whole record that lacks only its newline, which read() takes,
+        gets it instead)."""
         directory = os.path.dirname(self.path)
         if not os.path.isdir(directory):
             os.makedirs(directory, 0o755)
@@ -294,7 +295,10 @@ class Journal(object):
                         keep = start + newline + 1
                         break
                     end = start
-                os.ftruncate(fd, keep)
+                if _record(os.pread(fd, size - keep, keep)) is not None:
+                    os.write(fd, b"\n")
+                else:
+                    os.ftruncate(fd, keep)
                 os.fsync(fd)
         except OSError:
             os.close(fd)

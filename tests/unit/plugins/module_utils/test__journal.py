@@ -153,9 +153,25 @@ def test_a_line_torn_at_every_byte_then_two_appends_read_every_whole_record_in_o
         journal.close()
         got = journal.read()
         assert got[0]["t"] == "txn" and got[0]["what"]["steps"] == _steps(tmp_path), cut
-        assert got[1:] == want[1:] + NEXT, cut
+        assert got[1:len(want)] == want[1:], cut
+        # Torn before its newline, the record is whole: it stays, and gets its newline.
+        kept = cut == len(line) - 1
+        assert [record["t"] for record in got[len(want):len(want) + kept]] == [json.loads(line)["t"]] * kept
+        assert got[len(want) + kept:] == NEXT, cut
         with open(path, "rb") as handle:
-            assert handle.read().startswith(whole + b'{"run":"next"'), cut  # the torn bytes are gone from disk
+            assert handle.read().startswith(whole + (line if kept else b"") + b'{"run":"next"'), cut
+
+
+def test_a_whole_last_record_without_its_newline_is_read_and_kept(tmp_path):
+    whole, line = _whole_then(tmp_path, lambda j: j.mark("begin", "dead", "t", 1))
+    path = str(tmp_path / "journal.jsonl")
+    with open(path, "wb") as handle:
+        handle.write(whole + line[:-1])
+    assert Journal(path).read()[-1] == {"t": "begin", "run": "dead", "txn": "t", "i": 1}
+    journal = Journal(path)
+    journal.mark("close", "next", "t")
+    journal.close()
+    assert [record["t"] for record in journal.read()[-2:]] == ["begin", "close"]
 
 
 @pytest.mark.parametrize("last", [
