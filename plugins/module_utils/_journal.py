@@ -16,13 +16,14 @@ back, step by step, newest first (see _executor.recover()).
 
 The format is JSON lines (sorted keys, no spaces) appended with O_APPEND and fsync. A line is either whole on
 disk or, when the writer died in the middle of it, a torn last line: its step had not started (nothing acts
-before its line is flushed), so reading drops it and the first append of the next run cuts it off, so that it
-never runs into the next line. Journals written before that cut may hold such a torn start glued to a whole
-line; reading takes the whole line at its end. A line that cannot be read at all (a damaged disk, an edit by
-hand) does not stop recovery: transactions() assumes the worst it could have said (the next step of a
-transaction began; a closed transaction began to be undone) and says so in each transaction's `assumed`, and
-recovery decides from the host's state what those steps left. Only when the unreadable line was the plan of a
-transaction that began steps and never closed is recovery refused, with the fix.
+before its line is flushed), so reading drops it, and the first append of the next run cuts it off so that it
+never runs into the next line (a last record whole but for its newline is read, and given its newline).
+Journals written before that cut may hold such a torn start glued to a whole line; reading takes the whole line
+at its end. A line that cannot be read at all (a damaged disk, an edit by hand) does not stop recovery:
+transactions() assumes the worst it could have said (the next step of a transaction began; a closed transaction
+began to be undone) and says so in each transaction's `assumed`, and recovery decides from the host's state what
+those steps left. Only when the unreadable line was the plan of a transaction that began steps and never closed
+is recovery refused, with the fix.
 
 A string in a step's arguments longer than BLOB_MIN bytes (the persist helper, an old unit's text) is not
 written in the line: it goes first, durably, to a blob in JOURNAL_BLOBS named by its sha256, and the line holds
