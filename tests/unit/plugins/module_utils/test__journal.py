@@ -17,7 +17,8 @@ import pytest
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _executor as ex_mod
 
-from ansible_collections.ramdisk.provision.plugins.module_utils._journal import BLOB_REF, KILL_ENV, Journal, JournalError, boot_id
+from ansible_collections.ramdisk.provision.plugins.module_utils._journal import (BLOB_REF, KILL_ENV, Journal,
+                                                                                 JournalError, boot_id)
 
 # persist_host (and host, which it builds on) are fixtures.
 from test__executor import Recorder, _dead_run, entry, host  # noqa: F401 # pylint: disable=unused-import
@@ -97,12 +98,9 @@ def test_the_kill_hook_stops_the_process_before_that_write(tmp_path):
 def _steps(directory):
     """The steps of a small transaction on real files in DIRECTORY (the first's text inline, the second's in a
     blob)."""
-    return [{"step": "file", "args": {"file": os.path.join(str(directory), "a.conf"), "text": "new a\n", "mode": 0o644,
-                                      "old": "old a\n", "old_mode": 0o644}},
-            {"step": "file", "args": {"file": os.path.join(str(directory), "b.conf"), "text": "new b\n" * 1000, "mode": 0o644,
-                                      "old": "old b\n", "old_mode": 0o644}},
-            {"step": "file", "args": {"file": os.path.join(str(directory), "c.conf"), "text": "new c\n", "mode": 0o644,
-                                      "old": "old c\n", "old_mode": 0o644}}]
+    return [{"step": "file", "args": {"file": os.path.join(str(directory), "%s.conf" % name), "text": text,
+                                      "mode": 0o644, "old": "old %s\n" % name, "old_mode": 0o644}}
+            for name, text in (("a", "new a\n"), ("b", "new b\n" * 1000), ("c", "new c\n"))]
 
 
 def _whole_then(tmp_path, last):
@@ -136,7 +134,8 @@ NEXT = [{"t": "abort", "run": "next", "txn": "t"}, {"t": "close", "run": "next",
 
 
 @pytest.mark.parametrize("last", [
-    lambda j: j.txn("dead", "u", {"path": "/srv/b", "action": "migrate", "pivot": 1, "steps": _steps(os.path.dirname(j.path))}),
+    lambda j: j.txn("dead", "u", {"path": "/srv/b", "action": "migrate", "pivot": 1,
+                                  "steps": _steps(os.path.dirname(j.path))}),
     lambda j: j.mark("begin", "dead", "t", 1),
 ], ids=["txn", "begin"])
 def test_a_line_torn_at_every_byte_then_two_appends_read_every_whole_record_in_order(ram_path, last):
@@ -175,7 +174,8 @@ def test_a_whole_last_record_without_its_newline_is_read_and_kept(tmp_path):
 
 
 @pytest.mark.parametrize("last", [
-    lambda j: j.txn("dead", "u", {"path": "/srv/b", "action": "migrate", "pivot": 1, "steps": _steps(os.path.dirname(j.path))}),
+    lambda j: j.txn("dead", "u", {"path": "/srv/b", "action": "migrate", "pivot": 1,
+                                  "steps": _steps(os.path.dirname(j.path))}),
     lambda j: j.mark("done", "dead", "t", 1, {"mount_id": 7}),
 ], ids=["txn", "done"])
 def test_a_line_torn_at_every_byte_with_the_next_glued_to_it_by_an_older_writer_reads_every_whole_record(ram_path,
