@@ -1484,8 +1484,8 @@ def main():
     parser.add_argument("--keep", default=os.path.join(REPO, "build", "transaction"))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--tries", type=int, default=20)
-    parser.add_argument("--only", default="kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,zram,"
-                                           "torn-journal")
+    parser.add_argument(
+        "--only", default="kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,zram,torn-journal")
     args = parser.parse_args()
     if args.inside:
         inside(json.loads(args.inside))

@@ -178,8 +178,7 @@ def test_a_whole_last_record_without_its_newline_is_read_and_kept(tmp_path):
                                   "steps": _steps(os.path.dirname(j.path))}),
     lambda j: j.mark("done", "dead", "t", 1, {"mount_id": 7}),
 ], ids=["txn", "done"])
-def test_a_line_torn_at_every_byte_with_the_next_glued_to_it_by_an_older_writer_reads_every_whole_record(ram_path,
-                                                                                                       last):
+def test_a_line_torn_at_every_byte_and_glued_to_the_next_by_an_older_writer_reads_whole(ram_path, last):
     tmp_path = ram_path
     whole, line = _whole_then(tmp_path, last)
     path = str(tmp_path / "journal.jsonl")
