@@ -710,23 +710,34 @@ def describe(what):
 def recover(ex, journal):
     """Finish or undo what a dead run left in the journal. Returns [{path, action, way, steps}] (way: forward
     or back), and removes the journal once every transaction in it is closed. In check mode only says."""
-    txns = [txn for txn in Journal.transactions(journal.read()) if not txn["closed"]]
+    lines = journal.read()
+    txns = [txn for txn in Journal.transactions(lines) if not txn["closed"]]
     report = []
+    unreadable = [str(line["line"]) for line in lines if line.get("t") == "unreadable"]
+    if unreadable and not any(txn["assumed"] for txn in txns):
+        ex.warnings.append("Host %s: line %s of the journal %s cannot be read; no later line names a transaction it "
+                           "could have begun, so recovery assumed that none of its steps began"
+                           % (ex.host, ", ".join(unreadable), journal.path))
     for found in reversed(txns):
         what = found["what"]
         steps = what.get("steps") or []
         pivot = what.get("pivot")
         same_boot = found["boot"] is not None and found["boot"] == ex.boot
         forward = found["forward"] and not found["aborted"]
-        if not forward and not found["aborted"] and pivot is not None and pivot in found["begun"]:
+        # A step an unreadable journal line may have begun counts as begun: the host's state decides.
+        begun = found["begun"] | found["maybe_begun"]
+        if not forward and not found["aborted"] and pivot is not None and pivot in begun:
             if pivot in found["results"]:
                 forward = True
             elif ex.took_effect(steps[pivot], steps[pivot]["args"], same_boot):
                 forward = True
                 found["results"][pivot] = mount_result(steps[pivot]["args"].get("path", ""))
+                found["results"].update((i, {}) for i in begun if i < pivot and i not in found["results"])
         if forward and not same_boot and pivot is not None and steps[pivot]["step"] in ("mount", "move", "systemctl_start") \
                 and pivot not in found["results"]:
             forward = False
+        if forward and pivot is not None and pivot not in found["results"]:
+            found["results"][pivot] = {}  # a forward line comes after the pivot's done, or its probe: it took effect
         after_boot = boot_pivot(steps)
         if not same_boot and after_boot is not None:
             # The reboot took RAM: a persisted mount's data is where the boot pivot says (see boot_pivot), whatever
@@ -735,16 +746,24 @@ def recover(ex, journal):
         entry = {"path": what.get("path"), "action": what.get("action"), "way": "forward" if forward else "back",
                  "run": found["run"], "boot": "same" if same_boot else "earlier",
                  "steps_done": sorted(found["results"]), "steps": [step["step"] for step in steps]}
+        if found["assumed"]:
+            entry["assumed"] = found["assumed"]
+            ex.warnings.append("Host %s: the journal %s of a run that died, for %s: %s. It was %s."
+                               % (ex.host, journal.path, what.get("path"), "; ".join(found["assumed"]),
+                                  "left as it is (check mode)" if ex.check else "finished" if forward else "undone"))
         report.append(entry)
         if ex.check:
             continue
+        journal.require(found, [i for i in range(len(steps)) if i not in found["results"]] if forward
+                        else begun - found["undone"], "finish" if forward else "undo")
         txn = Transaction(ex, journal, found["run"], found["txn"], what)
-        txn.begun = set(found["begun"])
+        txn.begun = set(begun)
         txn.results = dict(found["results"])
         txn.undone = set(found["undone"])
         if forward:
-            if pivot is not None and pivot not in txn.results:
-                journal.mark("done", found["run"], found["txn"], pivot, found["results"].get(pivot))
+            # What the probe found or the order of the lines showed, journaled: a death from here on goes on forward.
+            for i in sorted(set(found["results"]) - found["done_lines"]):
+                journal.mark("done", found["run"], found["txn"], i, found["results"][i])
             journal.mark("forward", found["run"], found["txn"])
             txn.forward(same_boot=same_boot)
         else:
@@ -767,7 +786,7 @@ def planned_records(lines):
             continue
         for step in found["what"].get("steps") or []:
             args = step.get("args") or {}
-            if step.get("step") == "file" and args.get("text") and \
+            if step.get("step") == "file" and isinstance(args.get("text"), str) and \
                     os.path.dirname(args.get("file") or "") == paths.RECORD_DIR:
                 try:
                     record = json.loads(args["text"])

@@ -18,6 +18,8 @@ PERSIST_CONF_DIR = ETC_DIR + "/persist"
 # file steps left half done by a power cut are found after the reboot.
 STATE_DIR = "/var/lib/ramdisk-provision"
 JOURNAL = STATE_DIR + "/journal.jsonl"
+# Texts too large for a journal line (the persist helper, old file texts), one file per text, named by its sha256.
+JOURNAL_BLOBS = STATE_DIR + "/journal-blobs"
 
 # What lives only as long as the boot: the host lock, and the private mounts a change works through.
 RUN_DIR = "/run/ramdisk-provision"

@@ -533,7 +533,10 @@ def _recover(module, params):
             client = (os.environ.get("SSH_CLIENT") or "").split()
             lock = HostLock(holder={"run": "plan", "controller": client[0] if client else "local connection"})
             lock.acquire(params["lock_timeout"])
-        return recover(executor, Journal(_host_paths.JOURNAL))
+        recovered = recover(executor, Journal(_host_paths.JOURNAL))
+        for warning in executor.warnings:  # an unreadable journal line, and what recovery assumed it said
+            module.warn(warning)
+        return recovered
     except LockHeld as exc:
         module.fail_json(msg="Host %s: a run that died left changes half done, and another run holds the host "
                              "lock, so this one changed nothing: %s" % (host, exc))

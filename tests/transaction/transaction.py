@@ -40,9 +40,12 @@ and ramfs entries, both as Ansible runs a module (a Python process reading its a
   the next run succeeds and leaves what an uninterrupted run leaves (device size and algorithm, swap priority,
   mount, root, tree, fstab, records; device numbers aside). Then a run whose device 3 of 4 the kernel refuses:
   it fails, and no device, swap, mount, fstab line or record of it is left. Each case removes every device it made.
+- torn journal: a run killed just after its migrate's pivot was journaled done, that line then torn by 7 bytes
+  (a power cut mid-append), the recovery killed before its 2nd journal write and, in a second case, its 3rd; the
+  next run must succeed and leave what one uninterrupted run leaves.
 
 Usage: transaction.py --work DIR [--keep DIR] [--jobs N] [--tries N]
-       [--only kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,zram].
+       [--only kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,zram,torn-journal].
 Prints a table per part and exits 1 when a property failed, 2 when the test could not run; each failed case's
 log and result go to --keep (build/transaction).
 """
@@ -327,6 +330,7 @@ def end_state(paths_of):
     state["etc_temp_files"] = sorted(os.path.join(here, name) for here, _dirs, names in os.walk("/etc")
                                      for name in names if ".ramdisk-" in name)
     state["journal"] = os.path.exists(paths.JOURNAL)
+    state["journal_blobs"] = sorted(os.listdir(paths.JOURNAL_BLOBS)) if os.path.isdir(paths.JOURNAL_BLOBS) else []
     state["run_dir"] = sorted(os.listdir(paths.RUN_DIR)) if os.path.isdir(paths.RUN_DIR) else []
     return state
 
@@ -1232,11 +1236,51 @@ def case_limits(spec, runner):
     return out
 
 
+def case_torn_journal(spec, runner):
+    """A power cut while the migrate's run appended the line after its pivot's done: that line torn by 7 bytes;
+    then the recovery (ramdisk_plan's) killed just before its journal write K; then a run that must leave what
+    one uninterrupted run leaves. Before the torn-tail cut, the recovery's first line was glued to the torn one,
+    and once a line followed it every later run refused the journal."""
+    fixture = make_fixture(DATA, FIXTURES["small"])
+    entries, _recovered = runner.plan(spec["policy"])
+    said = runner._finish(runner._start("ramdisk_apply", {"host": "transaction-test", "mounts": entries,
+                                                          "_ansible_check_mode": True}, None))
+    planned = [item for item in (said["result"] or {}).get("mounts") or [] if item.get("steps")]
+    if not planned or planned[0]["path"] != DATA or "move" not in planned[0]["steps"]:
+        raise CaseError("the check-mode run does not plan the migrate of %s first: %s" % (DATA, said))
+    pivot = planned[0]["steps"].index("move")
+    # txn, begin and done of each step up to the pivot: the next write is the pivot's forward line.
+    n = 1 + 2 * (pivot + 1) + 1
+    first = runner.run(spec["policy"], kill_at=n)
+    out = {"first": outcome(first)}
+    lines = Journal(paths.JOURNAL).read()
+    whats = {(line.get("run"), line.get("txn")): line.get("what") for line in lines if line.get("t") == "txn"}
+    out["killed_after"] = describe_line(lines[-1] if lines else None, whats)
+    if not first["killed"] or lines[-1].get("t") != "done" or lines[-1].get("i") != pivot:
+        raise CaseError("the run killed at write %d did not stop after its pivot's done line: %s"
+                        % (n, out["killed_after"]))
+    with open(paths.JOURNAL, "r+b") as handle:
+        handle.truncate(os.fstat(handle.fileno()).st_size - 7)
+    recovery = runner._finish(runner._start("ramdisk_plan", {
+        "host": "transaction-test", "sources": [{"name": "ramdisk_mounts", "value": POLICIES[spec["policy"]]}],
+        "purposes": runner.purposes, "defaults": runner.defaults}, {KILL_ENV: str(spec["k"])}))
+    out["recovery"] = {"killed": recovery["killed"], "rc": recovery["rc"]}
+    if not recovery["killed"]:
+        raise CaseError("the recovery killed at its journal write %d was not killed: %s"
+                        % (spec["k"], (recovery["result"] or {}).get("msg") or recovery["stderr"]))
+    last = runner.run(spec["policy"])
+    out["last"] = outcome(last)
+    out = check_after(spec, runner, fixture, out)
+    if not last["ok"]:
+        out["problems"].append("the run after the torn journal failed: %s" % last["msg"][:600])
+    return out
+
+
 CASES = {"reference": case_reference, "kill": case_kill, "cp-kill": case_cp_kill, "concurrency": case_concurrency,
          "reboot": case_reboot, "full-disk": case_full_disk, "odd-paths": case_odd_paths, "limits": case_limits,
          "zram-reference": zram_case, "zram-kill": zram_case, "zram-fail": zram_case, "read-only": case_read_only,
          "zram-root": case_zram_root, "remounted": case_remounted,
-         "reboot-undo": case_reboot_undo}
+         "reboot-undo": case_reboot_undo, "torn-journal": case_torn_journal}
 
 
 def inside(spec):
@@ -1591,7 +1635,7 @@ def main():
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--only", default="kill,reboot,cp-kill,concurrency,full-disk,odd-paths,limits,read-only,"
-                                          "remounted,reboot-undo,zram,zram-root")
+                                          "remounted,reboot-undo,zram,zram-root,torn-journal")
     args = parser.parse_args()
     if args.inside:
         inside(json.loads(args.inside))
@@ -1604,7 +1648,7 @@ def main():
     references = [spec for spec, parts in (
         ({"name": "reference-big", "case": "reference", "policy": "data", "fixture": "big"}, {"cp-kill"}),
         ({"name": "reference-both", "case": "reference", "policy": "both", "fixture": "small"},
-         {"kill", "reboot", "full-disk"}),
+         {"kill", "reboot", "full-disk", "torn-journal"}),
         ({"name": "reference-data", "case": "reference", "policy": "data", "fixture": "small"}, {"concurrency"}))
         if parts & set(only)]
     front = references + [spec for spec in ({"name": "cp-kill", "case": "cp-kill", "policy": "data"},
@@ -1615,6 +1659,10 @@ def main():
                                             {"name": "remounted", "case": "remounted", "policy": "plain"},
                                             {"name": "reboot-undo", "case": "reboot-undo", "policy": "plain"})
                           if spec["name"] in only]
+    # The recovery after a torn line killed at its 2nd write (nothing after its first line) and at its 3rd.
+    torn = [{"name": "torn-journal-%d" % k, "case": "torn-journal", "policy": "both", "k": k} for k in (2, 3)
+            if "torn-journal" in only]
+    front += torn
     specs = concurrency_specs(args.tries) if "concurrency" in only else []
     queue = Queue(front, [kind for kind in ("kill", "reboot") if kind in only], specs)
     results = run_all(driver, queue, args.jobs)
@@ -1626,8 +1674,10 @@ def main():
                                                                     or reference["problems"]))
             return 2
         state = reference["state"]
-        if state["journal"] or state["staging_mounts"] or any(len(m) != 1 for m in state["mounts"].values()):
-            problems.append("%s: a journal, a staging mount, or not one mount per path: %s" % (spec["name"], state))
+        if state["journal"] or state["journal_blobs"] or state["staging_mounts"] or \
+                any(len(m) != 1 for m in state["mounts"].values()):
+            problems.append("%s: a journal or its blobs, a staging mount, or not one mount per path: %s"
+                            % (spec["name"], state))
     if "kill" in only:
         problems += report_kill_points(results, results["reference-both"], queue.end)
     reboot_points = 0
@@ -1642,6 +1692,13 @@ def main():
         problems += report_full_disk(results["full-disk"], results["reference-both"])
     if "odd-paths" in only:
         problems += report_odd_paths(results["odd-paths"])
+    for spec in torn:
+        found = compare(results["reference-both"], results[spec["name"]], spec["name"])
+        problems += found
+        result = results[spec["name"]]
+        print("%s: killed after %s, torn by 7 bytes; recovery %s; the next run %s: %s"
+              % (spec["name"], result.get("killed_after"), result.get("recovery"), result.get("last", {}).get("ok"),
+                 "pass" if not found else "FAIL"))
     if "limits" in only:
         problems += report_limits(results["limits"])
     for name in ("read-only", "remounted", "reboot-undo"):
