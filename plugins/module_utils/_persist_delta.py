@@ -709,7 +709,7 @@ def sync(mount, backing_dir, keep=2, excludes=()):
     backing.lock()
     recovered = backing.recover()
     if not os.path.isdir(os.path.join(backing_dir, "current")):
-        raise SyncError("%s has no current copy: the first copy is the helper's (persist.sh sync)" % backing_dir)
+        return first_copy(mount, backing_dir, excludes)
     cur = backing.current()
     marks = [("start", time.monotonic())]
     src, src_inodes = walk(mount, exclude_matcher(excludes))
@@ -893,6 +893,100 @@ def rollback(backing_dir):
     _syncfs(backing_dir)
     backing.finish_rollback(record)
     return {"result": "ok", "generation": head - 1}
+
+
+# The first copy --------------------------------------------------------------------------------------------------
+
+def _mount_points_under(mount):
+    """The mount points strictly below MOUNT, from the kernel's mount table (a bind of the same file system too)."""
+    prefix = mount.rstrip("/") + "/"
+    found = set()
+    with open("/proc/self/mountinfo", "rb") as handle:
+        for line in handle:
+            fields = line.split(b" ")
+            point = re.sub(rb"\\([0-7]{3})", lambda match: bytes([int(match.group(1), 8)]), fields[4])
+            point = os.fsdecode(point)
+            if point.startswith(prefix):
+                found.add(point)
+    return found
+
+
+def first_copy(mount, backing_dir, excludes=()):
+    """The backing's first copy of MOUNT, whole, while it has no current: copied into BACKING/.new-STAMP (by directory
+    descriptors, nested mounts and EXCLUDES left out), flushed, renamed to snap-STAMP, then current, a link renamed
+    over it, and the directory flushed. A kill or error at any instant leaves no current, or a complete one; what
+    the failed copy made is removed unless current names it. Called by sync() under the backing's lock."""
+    started = time.monotonic()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + ".%09dZ" % (time.time_ns() % 10**9)
+    new = os.path.join(backing_dir, ".new-" + stamp)
+    snap = os.path.join(backing_dir, "snap-" + stamp)
+    link = os.path.join(backing_dir, ".current-" + stamp)
+    current = os.path.join(backing_dir, "current")
+    excluded = exclude_matcher(excludes)
+    inner = _mount_points_under(os.path.realpath(mount))
+    skipped = []
+    copier = Copier()
+    directories = []
+    pending = []
+    root_fd = os.open(mount, _DIR_FLAGS)
+    root_dev = os.fstat(root_fd).st_dev
+    try:
+        os.mkdir(new, 0o700)
+        directories.append((new, entry_meta("/proc/self/fd/%d" % root_fd, os.fstat(root_fd))))
+        # (open directory, its relative path, its copy); the source is read through /proc/self/fd/N, so that a
+        # directory swapped for a symlink while the copy runs is never followed.
+        pending = [(root_fd, "", new)]
+        root_fd = None
+        while pending:
+            dir_fd, rel, dst = pending.pop()
+            try:
+                for name in sorted(os.listdir(dir_fd)):
+                    child = rel + "/" + name if rel else name
+                    st = os.lstat(name, dir_fd=dir_fd)
+                    is_dir = stat.S_ISDIR(st.st_mode)
+                    if excluded(child, is_dir):
+                        continue
+                    if is_dir and (st.st_dev != root_dev or os.path.join(mount, child) in inner):
+                        skipped.append(child)
+                        continue
+                    target = os.path.join(dst, name)
+                    if is_dir:
+                        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+                        os.mkdir(target, 0o700)
+                        directories.append((target, entry_meta("/proc/self/fd/%d" % fd, os.fstat(fd))))
+                        pending.append((fd, child, target))
+                    else:
+                        copier.copy_tree("/proc/self/fd/%d/%s" % (dir_fd, name), target, child, {})
+            finally:
+                os.close(dir_fd)
+        # A directory's attributes after its entries (which change its mtime), the deepest first.
+        for path, meta in reversed(directories):
+            set_attrs(path, meta)
+        _syncfs(new)
+        os.rename(new, snap)
+        os.symlink("snap-" + stamp, link)
+        # From the switch on, current names the copy: a TERM waits until the directory is flushed.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+        try:
+            os.rename(link, current)
+            _fsync_dir(backing_dir)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    except BaseException:
+        if root_fd is not None:
+            os.close(root_fd)
+        while pending:
+            os.close(pending.pop()[0])
+        named = os.readlink(current) if os.path.islink(current) else None
+        for made in (link, new, snap):
+            if os.path.basename(made) != named:
+                _remove(made)
+        raise
+    return {"result": "ok", "first_copy": True, "snapshot": "snap-" + stamp, "generation": 0, "operations": {},
+            "staged_entries": 0, "staged_bytes": copier.blocks, "record_bytes": 0, "written_bytes": copier.blocks,
+            "seconds": round(time.monotonic() - started, 3), "recovered": "", "warning": "",
+            "reverse_deltas": 0, "skipped_mounts": sorted(skipped)}
+
 
 
 def main(argv=None):
