@@ -962,6 +962,7 @@ def first_copy(mount, backing_dir, excludes=()):
         # A directory's attributes after its entries (which change its mtime), the deepest first.
         for path, meta in reversed(directories):
             set_attrs(path, meta)
+        kill_point("first:copied")
         _syncfs(new)
         os.rename(new, snap)
         os.symlink("snap-" + stamp, link)
