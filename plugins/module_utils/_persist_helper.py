@@ -313,12 +313,12 @@ def holds_data(path):
     return any(name != "lost+found" for name in os.listdir(path))
 
 
-def empty_directory(path):
-    """Every entry of PATH but lost+found removed, by directory descriptors (no link is followed)."""
+def empty_directory(path, spare="lost+found"):
+    """Every entry of PATH but SPARE (the file system's own) removed, by directory descriptors (no link followed)."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         for name in os.listdir(fd):
-            if name != "lost+found":
+            if name != spare:
                 _remove_at(fd, name)
     finally:
         os.close(fd)
@@ -760,7 +760,7 @@ def return_copy(backing, dest):
         raise Failure("%s has no current copy to return into %s" % (backing, dest))
     if not os.path.isdir(dest):
         os.makedirs(dest, 0o755)
-    empty_directory(dest)
+    empty_directory(dest, spare=None)
     mode = stat.S_IMODE(os.stat(dest).st_mode)
     if mode & stat.S_ISGID:
         # A setgid directory passes the bit to every directory made in it; the copy's root mode comes back last.

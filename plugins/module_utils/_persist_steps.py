@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
+import sys
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_delta
+from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_helper
 from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import fsync_dir
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import holds_journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import (
@@ -55,14 +56,34 @@ def _current_target(backing):
     return os.readlink(link) if os.path.islink(link) else None
 
 
-def delta_helper_text():
-    """The text of the helper's copy (this collection's _persist_delta.py), as the host gets it."""
-    loader = getattr(_persist_delta, "__loader__", None)
-    text = loader.get_source(_persist_delta.__name__) if loader is not None and hasattr(loader, "get_source") else None
+def _source(module):
+    loader = getattr(module, "__loader__", None)
+    text = loader.get_source(module.__name__) if loader is not None and hasattr(loader, "get_source") else None
     if text is None:
-        with open(_persist_delta.__file__, encoding="utf-8") as handle:
+        with open(module.__file__, encoding="utf-8") as handle:
             text = handle.read()
     return text
+
+
+def delta_helper_text():
+    """The text of the helper's copy (this collection's _persist_delta.py), as the host gets it."""
+    return _source(_persist_delta)
+
+
+# The interpreter the units run the helper with: the system's python3, which is on the root file system at boot (a
+# journal mount is restored before other file systems are); else the one this module runs under, without its venv.
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def helper_interpreter():
+    if os.access(SYSTEM_PYTHON, os.X_OK):
+        return SYSTEM_PYTHON
+    return os.path.realpath(sys.executable)
+
+
+def persist_helper_text():
+    """The persist helper (this collection's _persist_helper.py) with the line that names its interpreter."""
+    return "#!%s\n%s" % (helper_interpreter(), _source(_persist_helper))
 
 
 def _read_current(backing):
@@ -151,17 +172,12 @@ class PersistSteps(object):
             self.error("'%s' is still a mount point, so its data cannot return to the directory on disk. Unmount it "
                        "(findmnt %s shows what is there), then run again; the backing %s keeps the data until then"
                        % (path, path, args["backing"]))
-        if not os.path.isdir(path):
-            os.makedirs(path, 0o755)
-        for name in os.listdir(path):
-            _remove(os.path.join(path, name))
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-        if mode & stat.S_ISGID:
-            # A setgid directory passes the bit to every directory made in it, and cp -a keeps it there; the root's
-            # own mode comes back last, with cp's copy of the backing copy's root.
-            os.chmod(path, mode & ~stat.S_ISGID)
-        self._tool(["cp", "-a", "--no-target-directory", current, path],
-                   "Returning the backing's copy of %s to the directory on disk" % path)
+        try:
+            # The helper's own return: emptied, then current (a sync cut short applied) copied by the engine.
+            _persist_helper.return_copy(args["backing"], path)
+        except _persist_helper.Failure as exc:
+            self.error("returning the backing's copy of %s to the directory on disk failed: %s. The backing %s keeps "
+                       "the data" % (path, exc, args["backing"]))
         entries, mismatches = self._compare(current, path, "the backing's copy", "the directory on disk")
         if mismatches:
             self.error("the directory on disk differs from the backing's copy of %s in %d ways: %s"
@@ -340,7 +356,7 @@ def build(item, ex, build_mount, file_step):
     if not os.path.isdir(backing):
         # Only root reads the copies as a whole; inside, each keeps its own owners and modes.
         middle.append(_step("mkdir", create=_missing(backing), mode="0700"))
-    file_step(middle, paths.PERSIST_HELPER, ex.persist_helper, mode=0o755, header=False)
+    file_step(middle, paths.PERSIST_HELPER, persist_helper_text(), mode=0o755, header=False)
     file_step(middle, paths.PERSIST_DELTA, delta_helper_text(), mode=0o644, header=False)
     file_step(middle, paths.persist_conf_file(token), conf_text(item))
     texts = unit_texts(item)
