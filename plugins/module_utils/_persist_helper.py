@@ -665,9 +665,12 @@ class Persist(object):
         self.stop_services()
         try:
             report = delta.sync(self.mount, self.backing, self.keep, filters)
-        except (delta.SyncError, OSError) as exc:
+        except delta.SyncError as exc:
             raise Failure("copying the changes of %s into %s/current failed: %s" % (self.mount, self.backing, exc)) \
                 from exc
+        except OSError as exc:
+            raise Failure("copying %s into %s failed: %s; %s/current is unchanged"
+                          % (self.mount, self.backing, exc, self.backing)) from exc
         self.start_services()
         self.skipped = list(report.get("skipped_mounts") or [])
         if report.get("warning"):
