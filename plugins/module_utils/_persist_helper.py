@@ -86,7 +86,7 @@ RAM_FS_MAGIC = {0x01021994: "tmpfs", 0x858458F6: "ramfs"}
 JOURNAL_FILTERS = [("+", "*@*.journal"), ("-", "*.journal")]
 
 
-class Failure(Exception):
+class PersistError(Exception):
     """A failure the helper reports and exits with (CODE: 1 failed, 2 bad arguments, 3 refused)."""
 
     def __init__(self, message, code=1):
@@ -108,12 +108,12 @@ def load_engine():
         return engine
     spec = importlib.util.spec_from_file_location("persist_delta", PLACES["engine"])
     if spec is None or spec.loader is None:
-        raise Failure("the copy engine %s is missing: run the role again to install it" % PLACES["engine"])
+        raise PersistError("the copy engine %s is missing: run the role again to install it" % PLACES["engine"])
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except OSError as exc:
-        raise Failure("the copy engine %s cannot be read (%s): run the role again to install it"
+        raise PersistError("the copy engine %s cannot be read (%s): run the role again to install it"
                       % (PLACES["engine"], exc.strerror)) from exc
     return module
 
@@ -178,7 +178,7 @@ def fs_type(path):
     buf = StatFs()
     if libc.statfs(os.fsencode(path), ctypes.byref(buf)) != 0:
         code = ctypes.get_errno()
-        raise Failure("statfs %s: %s" % (path, os.strerror(code)))
+        raise PersistError("statfs %s: %s" % (path, os.strerror(code)))
     return RAM_FS_MAGIC.get(buf.f_type & 0xFFFFFFFF, "disk")
 
 
@@ -358,11 +358,11 @@ class Persist(object):
             with open(conf_path, encoding="utf-8", errors="surrogateescape") as handle:
                 conf = parse_conf(handle.read())
         except OSError as exc:
-            raise Failure("%s is missing (%s)" % (conf_path, exc.strerror)) from exc
+            raise PersistError("%s is missing (%s)" % (conf_path, exc.strerror)) from exc
         self.mount = conf.get("MOUNT", "")
         self.backing = conf.get("BACKING", "")
         if not self.mount or not self.backing:
-            raise Failure("%s does not give MOUNT and BACKING" % conf_path)
+            raise PersistError("%s does not give MOUNT and BACKING" % conf_path)
         keep = conf.get("KEEP", "")
         self.keep = 2
         if keep:
@@ -404,7 +404,7 @@ class Persist(object):
         os.makedirs(state, mode=0o700, exist_ok=True)
         st = os.lstat(state)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            raise Failure("%s is not a directory of this user's: refusing to keep state there" % state)
+            raise PersistError("%s is not a directory of this user's: refusing to keep state there" % state)
         os.chmod(state, 0o700)
         fd = os.open(os.path.join(state, self.token + ".lock"),
                      os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -413,12 +413,12 @@ class Persist(object):
 
     def check_places(self):
         if not is_mount_point(self.mount):
-            raise Failure("%s is not a mount point: refusing to touch the directory under it" % self.mount)
+            raise PersistError("%s is not a mount point: refusing to touch the directory under it" % self.mount)
         if not os.path.isdir(self.backing) or os.path.islink(self.backing):
-            raise Failure("the backing directory %s is missing" % self.backing)
+            raise PersistError("the backing directory %s is missing" % self.backing)
         kind = fs_type(self.backing)
         if kind != "disk":
-            raise Failure("the backing directory %s is in RAM (%s), so it would not outlive a reboot"
+            raise PersistError("the backing directory %s is in RAM (%s), so it would not outlive a reboot"
                           % (self.backing, kind))
 
     # Services (STOP_SERVICES) ------------------------------------------------------------------------------
@@ -440,13 +440,13 @@ class Persist(object):
         try:
             write_file(self.stopped, " ".join(running) + "\n")
         except OSError as exc:
-            raise Failure("could not write %s, the record of the services this sync stops (%s): %s not stopped"
+            raise PersistError("could not write %s, the record of the services this sync stops (%s): %s not stopped"
                           % (self.stopped, exc.strerror, " ".join(running))) from exc
         self.services_stopped = running
         self.services_down_since = time.time()
         rc, _out, err = run(["systemctl", "stop", "--"] + running)
         if rc != 0:
-            raise Failure("could not stop %s for a consistent copy of %s: %s"
+            raise PersistError("could not stop %s for a consistent copy of %s: %s"
                           % (" ".join(running), self.mount, err.strip()))
         self.say("stopped %s for the copy" % " ".join(running))
 
@@ -586,7 +586,7 @@ class Persist(object):
         # --sync first: journald writes what it has been sent so far, so every line logged before is in the copy.
         for argv in (["journalctl", "--sync"], ["journalctl", "--rotate"]):
             if run(argv)[0] != 0:
-                raise Failure("journalctl --rotate failed, so the journal files journald writes in %s cannot be "
+                raise PersistError("journalctl --rotate failed, so the journal files journald writes in %s cannot be "
                               "closed for the copy; %s/current is unchanged" % (self.mount, self.backing))
         return list(JOURNAL_FILTERS)
 
@@ -609,7 +609,7 @@ class Persist(object):
         current = os.path.join(self.backing, "current")
         if holds_data(self.mount):
             if back:
-                raise Failure("%s holds data: empty it first to restore the copy %d back into it" % (self.mount, back))
+                raise PersistError("%s holds data: empty it first to restore the copy %d back into it" % (self.mount, back))
             self.say("%s holds data, newer than the backing: kept as it is" % self.mount)
         elif os.path.islink(current) and os.path.isdir(current):
             remove(self.restored)
@@ -621,15 +621,15 @@ class Persist(object):
             try:
                 report = delta.restore(self.backing, self.mount, back)
             except (delta.SyncError, OSError, subprocess.CalledProcessError) as exc:
-                raise Failure("copying %s/current into %s failed: %s" % (self.backing, self.mount, exc)) from exc
+                raise PersistError("copying %s/current into %s failed: %s" % (self.backing, self.mount, exc)) from exc
             remove(self.partial)
             self.say("restored %s from %s/%s%s" % (self.mount, self.backing, self.current_name(),
                                                    " (%d generation(s) back)" % back if back else "")
                      + (" (with the sync cut short applied to the copy)" if report.get("pending") else ""))
         elif os.path.lexists(current):
-            raise Failure("%s/current is not a copy this collection made (a link to a directory)" % self.backing)
+            raise PersistError("%s/current is not a copy this collection made (a link to a directory)" % self.backing)
         else:
-            raise Failure("%s has no current copy to restore %s from; run the role again to make one"
+            raise PersistError("%s has no current copy to restore %s from; run the role again to make one"
                           % (self.backing, self.mount))
         record = mark_mount(self.mount)
         write_file(self.restored, json.dumps(record) + "\n")
@@ -642,7 +642,7 @@ class Persist(object):
         self.check_places()
         here = identity(self.mount)
         if same_mount(read_json(self.partial), here, location_only=True):
-            raise Failure("%s holds a restore cut short: it is not synced over the backing" % self.mount)
+            raise PersistError("%s holds a restore cut short: it is not synced over the backing" % self.mount)
         current = os.path.join(self.backing, "current")
         if os.path.lexists(current):
             recorded = read_json(self.restored)
@@ -655,21 +655,21 @@ class Persist(object):
                 self.reason = ("%s was not restored from %s since it was mounted (%s): the backing copy is the newer "
                                "one" % (self.mount, self.backing,
                                         "no restore recorded" if recorded is None else "another mount"))
-                raise Failure(self.reason, 3)
+                raise PersistError(self.reason, 3)
             self.id_strength = strength(recorded)
             if not holds_data(self.mount) and os.path.isdir(current) and holds_data(current):
                 self.reason = ("%s holds nothing while %s/current holds data: not synced over it (restore first)"
                                % (self.mount, self.backing))
-                raise Failure(self.reason, 3)
+                raise PersistError(self.reason, 3)
         filters = self.close_journal()
         self.stop_services()
         try:
             report = delta.sync(self.mount, self.backing, self.keep, filters)
         except delta.SyncError as exc:
-            raise Failure("copying the changes of %s into %s/current failed: %s" % (self.mount, self.backing, exc)) \
+            raise PersistError("copying the changes of %s into %s/current failed: %s" % (self.mount, self.backing, exc)) \
                 from exc
         except OSError as exc:
-            raise Failure("copying %s into %s failed: %s; %s/current is unchanged"
+            raise PersistError("copying %s into %s failed: %s; %s/current is unchanged"
                           % (self.mount, self.backing, exc, self.backing)) from exc
         self.start_services()
         self.skipped = list(report.get("skipped_mounts") or [])
@@ -757,10 +757,10 @@ def generations(backing):
 
 def return_copy(backing, dest):
     """The backing's current copy into DEST, a directory on disk that is emptied first (a sync cut short after its
-    commit point applied to the copy; the backing is only read). Raises Failure."""
+    commit point applied to the copy; the backing is only read). Raises PersistError."""
     delta = load_engine()
     if not os.path.isdir(os.path.join(backing, "current")):
-        raise Failure("%s has no current copy to return into %s" % (backing, dest))
+        raise PersistError("%s has no current copy to return into %s" % (backing, dest))
     if not os.path.isdir(dest):
         os.makedirs(dest, 0o755)
     empty_directory(dest, spare=None)
@@ -771,7 +771,7 @@ def return_copy(backing, dest):
     try:
         delta.restore(backing, dest, 0)
     except (delta.SyncError, OSError, subprocess.CalledProcessError) as exc:
-        raise Failure("returning %s/current into %s failed: %s" % (backing, dest, exc)) from exc
+        raise PersistError("returning %s/current into %s failed: %s" % (backing, dest, exc)) from exc
 
 
 def _stop(signum, _frame):
@@ -780,7 +780,7 @@ def _stop(signum, _frame):
 
 def _token(word):
     if not word or "/" in word or word.startswith(".") or "\0" in word:
-        raise Failure("'%s' is not a token" % word, 2)
+        raise PersistError("'%s' is not a token" % word, 2)
     return word
 
 
@@ -791,14 +791,14 @@ def main(argv=None):
     try:
         if len(argv) == 3 and argv[0] == "restore-back":
             if not argv[1].isdigit() or int(argv[1]) < 1:
-                raise Failure("restore-back takes a number of generations of 1 or more, not '%s'" % argv[1], 2)
+                raise PersistError("restore-back takes a number of generations of 1 or more, not '%s'" % argv[1], 2)
             command, back, token = "restore-back", int(argv[1]), argv[2]
         elif len(argv) == 3 and argv[0] == "return":
             command, token, dest = "return", argv[1], argv[2]
         elif len(argv) == 2 and argv[0] in ("restore", "sync", "resume", "list"):
             command, token = argv
         else:
-            raise Failure(USAGE, 2)
+            raise PersistError(USAGE, 2)
         helper = Persist(_token(token))
         if command == "sync":
             signal.signal(signal.SIGTERM, _stop)
@@ -812,7 +812,7 @@ def main(argv=None):
             except Stopped as exc:
                 helper.terminated = exc.code == 143
                 code = exc.code
-            except Failure as exc:
+            except PersistError as exc:
                 helper.say(str(exc))
                 code = exc.code
             except (OSError, ValueError) as exc:
@@ -840,7 +840,7 @@ def main(argv=None):
         else:
             helper.list_generations()
         return 0
-    except Failure as exc:
+    except PersistError as exc:
         sys.stderr.write("persist %s: %s\n" % (helper.token if helper else (argv[1] if len(argv) > 1 else ""), exc))
         return exc.code
     except OSError as exc:

@@ -70,15 +70,16 @@ def delta_helper_text():
     return _source(_persist_delta)
 
 
-# The interpreter the units run the helper with: the system's python3, which is on the root file system at boot (a
-# journal mount is restored before other file systems are); else the one this module runs under, without its venv.
+# The interpreter the units run the helper with: the system's python3 (the plan refuses persist on a host without
+# one), at /usr/bin on the root file system that a journal mount's early restore can reach; else python3 on PATH, else
+# the interpreter this module runs under, outside any venv of it (the helper needs the standard library only).
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def helper_interpreter():
     if os.access(SYSTEM_PYTHON, os.X_OK):
         return SYSTEM_PYTHON
-    return os.path.realpath(sys.executable)
+    return shutil.which("python3") or os.path.realpath(sys.executable)
 
 
 def persist_helper_text():
@@ -175,7 +176,7 @@ class PersistSteps(object):
         try:
             # The helper's own return: emptied, then current (a sync cut short applied) copied by the engine.
             _persist_helper.return_copy(args["backing"], path)
-        except _persist_helper.Failure as exc:
+        except _persist_helper.PersistError as exc:
             self.error("returning the backing's copy of %s to the directory on disk failed: %s. The backing %s keeps "
                        "the data" % (path, exc, args["backing"]))
         entries, mismatches = self._compare(current, path, "the backing's copy", "the directory on disk")
