@@ -418,8 +418,8 @@ class Persist(object):
             raise PersistError("the backing directory %s is missing" % self.backing)
         kind = fs_type(self.backing)
         if kind != "disk":
-            raise PersistError("the backing directory %s is in RAM (%s), so it would not outlive a reboot"
-                          % (self.backing, kind))
+            raise PersistError("the backing directory %s is in RAM, so it would not outlive a reboot (%s)"
+                               % (self.backing, kind))
 
     # Services (STOP_SERVICES) ------------------------------------------------------------------------------
 
@@ -652,9 +652,9 @@ class Persist(object):
                 write_file(self.restored, json.dumps(recorded) + "\n")
                 here = recorded
             if not same_mount(recorded, here):
-                self.reason = ("%s was not restored from %s since it was mounted (%s): the backing copy is the newer "
-                               "one" % (self.mount, self.backing,
-                                        "no restore recorded" if recorded is None else "another mount"))
+                self.reason = ("%s was not restored from %s since it was mounted: the backing copy is the newer one "
+                               "(%s)" % (self.mount, self.backing, "no restore of this boot is recorded"
+                                         if recorded is None else "this is another mount than the one restored"))
                 raise PersistError(self.reason, 3)
             self.id_strength = strength(recorded)
             if not holds_data(self.mount) and os.path.isdir(current) and holds_data(current):
