@@ -56,6 +56,7 @@ import fcntl
 import importlib.util
 import json
 import os
+import re
 import secrets
 import shlex
 import signal
@@ -143,15 +144,8 @@ def _now():
 # The mount: is it one, what holds it, and which one it is ------------------------------------------------------
 
 def _unescape(field):
-    out, i = bytearray(), 0
-    while i < len(field):
-        if field[i:i + 1] == b"\\" and field[i + 1:i + 4].isdigit() and len(field[i + 1:i + 4]) == 3:
-            out.append(int(field[i + 1:i + 4], 8))
-            i += 4
-        else:
-            out.append(field[i])
-            i += 1
-    return os.fsdecode(bytes(out))
+    """A /proc/self/mountinfo field with its octal escapes (\\040 for a space, ...) decoded."""
+    return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda match: bytes([int(match.group(1), 8)]), field))
 
 
 def mountinfo_id(path):
@@ -341,7 +335,9 @@ def _remove_at(dir_fd, name):
 def run(argv):
     """(exit status, output) of ARGV, an argument list (never a shell); 127 when the program is missing."""
     try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)  # pylint: disable=ansible-bad-function
+        # A standalone program run by systemd on the host, with no AnsibleModule and so no run_command.
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                              text=True, check=False)
     except OSError as exc:
         return 127, "", str(exc)
     return done.returncode, done.stdout, done.stderr
@@ -609,7 +605,8 @@ class Persist(object):
         current = os.path.join(self.backing, "current")
         if holds_data(self.mount):
             if back:
-                raise PersistError("%s holds data: empty it first to restore the copy %d back into it" % (self.mount, back))
+                raise PersistError("%s holds data: empty it first to restore the copy %d back into it"
+                                   % (self.mount, back))
             self.say("%s holds data, newer than the backing: kept as it is" % self.mount)
         elif os.path.islink(current) and os.path.isdir(current):
             remove(self.restored)
@@ -666,8 +663,8 @@ class Persist(object):
         try:
             report = delta.sync(self.mount, self.backing, self.keep, filters)
         except delta.SyncError as exc:
-            raise PersistError("copying the changes of %s into %s/current failed: %s" % (self.mount, self.backing, exc)) \
-                from exc
+            raise PersistError("copying the changes of %s into %s/current failed: %s"
+                               % (self.mount, self.backing, exc)) from exc
         except OSError as exc:
             raise PersistError("copying %s into %s failed: %s; %s/current is unchanged"
                           % (self.mount, self.backing, exc, self.backing)) from exc

@@ -1099,7 +1099,7 @@ def test_the_program_is_standalone_and_names_its_places():
             imports.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             imports.add(node.module)
-    assert imports - {"__future__"} <= {"ctypes", "errno", "fcntl", "importlib.util", "json", "os", "secrets",
+    assert imports - {"__future__"} <= {"ctypes", "errno", "fcntl", "importlib.util", "json", "os", "re", "secrets",
                                          "shlex", "signal", "stat", "subprocess", "sys", "time",
                                          "ansible_collections.ramdisk.provision.plugins.module_utils"}
     assert program.PLACES["engine"].endswith("/persist-delta.py")
@@ -1193,4 +1193,5 @@ echo 1 > "$MOUNT/a"; mkdir "$MOUNT/inner"; mount -t tmpfs inner "$MOUNT/inner"; 
 """)
     assert "first=0" in out, out
     assert json.loads(full_status(helper)["SKIPPED_MOUNTS"]) == ["inner"]
-    assert (helper.backing / "current" / "inner").is_dir() is False or not os.listdir(helper.backing / "current" / "inner")
+    inner = helper.backing / "current" / "inner"
+    assert not inner.is_dir() or not os.listdir(inner)
