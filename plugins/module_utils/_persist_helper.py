@@ -410,7 +410,9 @@ class Persist(object):
     def check_places(self):
         if not is_mount_point(self.mount):
             raise PersistError("%s is not a mount point: refusing to touch the directory under it" % self.mount)
-        if not os.path.isdir(self.backing) or os.path.islink(self.backing):
+        if os.path.islink(self.backing):
+            raise PersistError("the backing directory %s is a symbolic link: refusing to follow it" % self.backing)
+        if not os.path.isdir(self.backing):
             raise PersistError("the backing directory %s is missing" % self.backing)
         kind = fs_type(self.backing)
         if kind != "disk":

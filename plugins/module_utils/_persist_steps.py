@@ -329,7 +329,7 @@ def build(item, ex, build_mount, file_step):
         for kind in ("timer", "sync", "persist"):
             units |= file_step(middle, unit_files[kind], None)
         file_step(middle, paths.persist_conf_file(token), None)
-        for suffix in (".restored", ".lock"):
+        for suffix in (".restored", ".partial", ".lock"):
             file_step(middle, "%s/%s%s" % (paths.PERSIST_STATE_DIR, token, suffix), None)
         # The last sync's status: the metrics collector would go on reporting a mount that is gone.
         file_step(middle, "%s/%s.status" % (paths.PERSIST_STATUS_DIR, token), None)
