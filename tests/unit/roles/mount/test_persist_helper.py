@@ -656,6 +656,8 @@ def test_a_copy_that_cannot_be_removed_does_not_fail_the_sync(helper):
     (lambda h: h.fake(mount_point=False), "is not a mount point"),
     (lambda h: h.fake(fs_type="tmpfs"), "is in RAM"),
     (lambda h: shutil.rmtree(h.backing), "is missing"),
+    (lambda h: (h.backing.rmdir(), (h.root / "elsewhere").mkdir(), h.backing.symlink_to(h.root / "elsewhere")),
+     "is a symbolic link"),
 ])
 def test_refuses_where_it_would_do_harm(helper, setup, words):
     fill(helper.mount, {"a": "1"})
@@ -664,6 +666,7 @@ def test_refuses_where_it_would_do_harm(helper, setup, words):
         result = helper.run(command)
         assert result.returncode == 1 and words in result.stderr, result.stderr
     assert not helper.backing.exists() or helper.entries() == []
+    assert not (helper.root / "elsewhere").exists() or os.listdir(helper.root / "elsewhere") == []
 
 
 @pytest.mark.parametrize("args, words", [(["sync", "../x"], "is not a token"), (["sync", "nope"], "is missing"),
