@@ -989,7 +989,6 @@ def first_copy(mount, backing_dir, excludes=()):
             "reverse_deltas": 0, "skipped_mounts": sorted(skipped)}
 
 
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -115,7 +115,7 @@ def load_engine():
         spec.loader.exec_module(module)
     except OSError as exc:
         raise PersistError("the copy engine %s cannot be read (%s): run the role again to install it"
-                      % (PLACES["engine"], exc.strerror)) from exc
+                           % (PLACES["engine"], exc.strerror)) from exc
     return module
 
 
@@ -439,13 +439,13 @@ class Persist(object):
             write_file(self.stopped, " ".join(running) + "\n")
         except OSError as exc:
             raise PersistError("could not write %s, the record of the services this sync stops (%s): %s not stopped"
-                          % (self.stopped, exc.strerror, " ".join(running))) from exc
+                               % (self.stopped, exc.strerror, " ".join(running))) from exc
         self.services_stopped = running
         self.services_down_since = time.time()
         rc, _out, err = run(["systemctl", "stop", "--"] + running)
         if rc != 0:
             raise PersistError("could not stop %s for a consistent copy of %s: %s"
-                          % (" ".join(running), self.mount, err.strip()))
+                               % (" ".join(running), self.mount, err.strip()))
         self.say("stopped %s for the copy" % " ".join(running))
 
     def start_services(self):
@@ -585,7 +585,7 @@ class Persist(object):
         for argv in (["journalctl", "--sync"], ["journalctl", "--rotate"]):
             if run(argv)[0] != 0:
                 raise PersistError("journalctl --rotate failed, so the journal files journald writes in %s cannot be "
-                              "closed for the copy; %s/current is unchanged" % (self.mount, self.backing))
+                                   "closed for the copy; %s/current is unchanged" % (self.mount, self.backing))
         return list(JOURNAL_FILTERS)
 
     # Commands ----------------------------------------------------------------------------------------------
@@ -629,7 +629,7 @@ class Persist(object):
             raise PersistError("%s/current is not a copy this collection made (a link to a directory)" % self.backing)
         else:
             raise PersistError("%s has no current copy to restore %s from; run the role again to make one"
-                          % (self.backing, self.mount))
+                               % (self.backing, self.mount))
         record = mark_mount(self.mount)
         write_file(self.restored, json.dumps(record) + "\n")
         if strength(record) == "reusable":
@@ -669,7 +669,7 @@ class Persist(object):
                                % (self.mount, self.backing, exc)) from exc
         except OSError as exc:
             raise PersistError("copying %s into %s failed: %s; %s/current is unchanged"
-                          % (self.mount, self.backing, exc, self.backing)) from exc
+                               % (self.mount, self.backing, exc, self.backing)) from exc
         self.start_services()
         self.skipped = list(report.get("skipped_mounts") or [])
         if report.get("warning"):

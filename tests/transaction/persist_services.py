@@ -6,7 +6,8 @@ In a systemd container of the lab's Debian 12 image, /srv/data is a tmpfs kept i
 host, bind-mounted, so that it outlives the container) by the collection's helper, record and units (conf_text() and
 unit_texts() with stop_services: true), and txdata.service, listed in persist.services, uses it; the service logs each
 start and stop to a file of the host. A drop-in of the sync service holds its copy at a gate when asked (the engine's
-kill point after its plan, with SIGSTOP), so that each case acts while the copy runs, without timing. Cases, each checked through systemd and the helper's status:
+kill point after its plan, with SIGSTOP), so that each case acts while the copy runs, without timing. Cases, each
+checked through systemd and the helper's status:
 
 - interval: the timer's sync service copies with txdata stopped and starts it again; the status gives the downtime.
 - admin-stopped: a service an admin stopped stays stopped through a sync.

@@ -138,8 +138,8 @@ class Helper(object):
     def mark_partial(self):
         """The mark a restore cut short leaves: in the state directory, bound to this mount's identity."""
         self.state.mkdir(exist_ok=True)
-        (self.state / ("%s.partial" % TOKEN)).write_text(json.dumps(program.identity(str(self.mount))),
-                                                        encoding="utf-8")
+        marker = self.state / ("%s.partial" % TOKEN)
+        marker.write_text(json.dumps(program.identity(str(self.mount))), encoding="utf-8")
 
     @property
     def current(self):
@@ -1102,9 +1102,9 @@ def test_the_program_is_standalone_and_names_its_places():
             imports.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             imports.add(node.module)
-    assert imports - {"__future__"} <= {"ctypes", "errno", "fcntl", "importlib.util", "json", "os", "re", "secrets",
-                                         "shlex", "signal", "stat", "subprocess", "sys", "time",
-                                         "ansible_collections.ramdisk.provision.plugins.module_utils"}
+    standard = {"ctypes", "errno", "fcntl", "importlib.util", "json", "os", "re", "secrets", "shlex", "signal", "stat",
+                "subprocess", "sys", "time"}
+    assert imports - {"__future__"} <= standard | {"ansible_collections.ramdisk.provision.plugins.module_utils"}
     assert program.PLACES["engine"].endswith("/persist-delta.py")
 
 
