@@ -787,6 +787,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     helper = None
     code = 0
+    back, dest = 0, None
     try:
         if len(argv) == 3 and argv[0] == "restore-back":
             if not argv[1].isdigit() or int(argv[1]) < 1:
