@@ -932,7 +932,7 @@ def first_copy(mount, backing_dir, excludes=()):
     root_dev = os.fstat(root_fd).st_dev
     try:
         os.mkdir(new, 0o700)
-        directories.append((new, entry_meta("/proc/self/fd/%d" % root_fd, os.fstat(root_fd))))
+        directories.append((new, entry_meta(mount, os.fstat(root_fd))))
         # (open directory, its relative path, its copy); the source is read through /proc/self/fd/N, so that a
         # directory swapped for a symlink while the copy runs is never followed.
         pending = [(root_fd, "", new)]
@@ -953,7 +953,9 @@ def first_copy(mount, backing_dir, excludes=()):
                     if is_dir:
                         fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
                         os.mkdir(target, 0o700)
-                        directories.append((target, entry_meta("/proc/self/fd/%d" % fd, os.fstat(fd))))
+                        # Its xattrs read through the parent's descriptor (/proc/self/fd/N itself is a link).
+                        meta = entry_meta("/proc/self/fd/%d/%s" % (dir_fd, name), os.fstat(fd))
+                        directories.append((target, meta))
                         pending.append((fd, child, target))
                     else:
                         copier.copy_tree("/proc/self/fd/%d/%s" % (dir_fd, name), target, child, {})

@@ -474,6 +474,8 @@ def test_the_copies_keep_what_cp_a_keeps(helper):
         os.chown(root, 4321, 8765)
         os.mknod(root / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
     xattrs = _set_xattrs(root / "data" / "other")
+    dir_xattrs = _set_xattrs(root / "public")
+    (root / "public").chmod(0o1777)
     root.chmod(0o2750)
     for path in (root / "data" / "other", root / "data", root):
         os.utime(path, ns=(1_700_000_000_123_456_789, 1_700_000_000_987_654_321))
@@ -485,6 +487,7 @@ def test_the_copies_keep_what_cp_a_keeps(helper):
         assert (copy / "data" / "file").stat().st_ino == (copy / "data" / "hardlink").stat().st_ino
         assert (copy / "sparse").stat().st_blocks * 512 < 1024 * 1024
         assert sorted(os.listxattr(copy / "data" / "other")) == sorted(xattrs)
+        assert sorted(os.listxattr(copy / "public")) == sorted(dir_xattrs)
 
     result = helper.run("sync")
     assert result.returncode == 0, result.stderr
