@@ -29,12 +29,12 @@ def _changed(run):
 
 def mark_todo(plan, ex, zram_settings, vendor_tmp):
     """Set `todo` on PLAN's persisted tmpfs and ramfs mounts, on its zram devices (zram, zram_swap) and on its brd
-    plan (PLAN: ramdisk_plan's result; EX: an executor in check mode, with the persist helper's text). A persisted
-    mount without the helper's text, or a zram or brd file system whose mount is persisted, counts as work to do.
+    plan (PLAN: ramdisk_plan's result; EX: an executor in check mode). A zram or brd file system whose mount is
+    persisted counts as work to do.
     Returns whether anything has work."""
     journal = Journal()  # check mode neither opens nor writes it
     for entry in (plan.get("tmpfs") or []) + (plan.get("ramfs") or []):
-        if entry.get("persist") and entry.get("todo", True) and ex.persist_helper is not None:
+        if entry.get("persist") and entry.get("todo", True):
             entry["todo"] = _changed(lambda entry=entry: apply(mount_items([entry], vendor_tmp, ex.systemd), ex,
                                                                journal, "plan"))
     for entry in (plan.get("zram") or []) + (plan.get("zram_swap") or []):

@@ -29,11 +29,11 @@ STAGE_ROOT = RUN_DIR + "/lower"
 # A private mount under which a migrate fills its new RAM mount before moving it over the directory.
 NEW_ROOT = RUN_DIR + "/new"
 
-# persist: the helper its units run (roles/mount/files/persist.sh names the same places), what a restore leaves
+# persist: the helper its units run (_persist_helper.py's PLACES name the same places), what a restore leaves
 # for the syncs of that boot, the result of each sync (read by the metrics collector), and the collector.
 LIBEXEC_DIR = "/usr/local/libexec/ramdisk-provision"
 PERSIST_HELPER = LIBEXEC_DIR + "/persist"
-# Its copy: plugins/module_utils/_persist_delta.py, run with python3 (a sync that writes only what changed).
+# Its copy engine: plugins/module_utils/_persist_delta.py, which the helper loads from here.
 PERSIST_DELTA = LIBEXEC_DIR + "/persist-delta.py"
 PERSIST_STATE_DIR = RUN_DIR + "/persist"
 PERSIST_STATUS_DIR = STATE_DIR + "/persist"

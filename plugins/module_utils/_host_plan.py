@@ -632,11 +632,11 @@ def _check_on_host(host, errors, warnings, facts, view, records, kept, policy, b
         errors.append("Host %s: %s.persist is set, but this host does not run systemd, and persist needs systemd "
                       "units to restore the data at boot and write it back. Set persist: null here."
                       % (host, persisted[0]["label"]))
-    elif persisted and not view.has_program("python3") and not view.has_program("rsync"):
-        # The helper's copy runs with python3; without it, rsync --link-dest still writes only what changed.
-        warnings.append("Host %s: neither python3 nor rsync is installed, so each sync of %s copies the whole mount "
-                        "instead of what changed since the last copy. Install python3 (Debian package python3) for "
-                        "syncs that write only the changes." % (host, ", ".join(entry["path"] for entry in persisted)))
+    elif persisted and not view.has_program("python3"):
+        # The persist helper is a Python program its units run at boot (before other file systems) and at shutdown.
+        errors.append("Host %s: %s.persist is set, but this host has no python3, which the persist units run their "
+                      "helper with at boot and at shutdown. Install python3 (Debian package python3), or set "
+                      "persist: null here." % (host, persisted[0]["label"]))
 
     if not errors:
         # Only a request that passed every other check is tried against the kernel and mkfs.

@@ -64,6 +64,11 @@ METRICS = {
     "ramdisk_persist_last_success_timestamp_seconds": ("gauge", "When the backing's current copy was completed (Unix time)."),
     "ramdisk_persist_last_attempt_timestamp_seconds": ("gauge", "When the last sync attempt ended (Unix time)."),
     "ramdisk_persist_last_success": ("gauge", "1 when the last sync attempt succeeded, 0 when it failed or was refused."),
+    "ramdisk_persist_last_refused": ("gauge", "1 when the last sync attempt was refused: the mount is not the one the "
+                                              "persist helper restored (a remount, a mount not restored), or it "
+                                              "holds nothing while the backing holds data; else 0."),
+    "ramdisk_persist_skipped_mounts": ("gauge", "File systems mounted inside the persisted mount that the last sync "
+                                                "attempt left out of the copy (named in the helper's status)."),
     "ramdisk_persist_last_exit_code": ("gauge", "Exit status of the persist helper's last sync attempt."),
     "ramdisk_persist_last_duration_seconds": ("gauge", "How long the last sync attempt took."),
     "ramdisk_persist_last_sync_bytes": ("gauge", "Bytes the copy made by the last successful sync takes on disk, its "
@@ -220,6 +225,8 @@ def samples(snapshot):
         add("ramdisk_persist_last_attempt_timestamp_seconds", labels, item.get("last_attempt"))
         if item.get("result") is not None:
             add("ramdisk_persist_last_success", labels, 1 if item["result"] == "ok" else 0)
+            add("ramdisk_persist_last_refused", labels, 1 if item["result"] == "refused" else 0)
+            add("ramdisk_persist_skipped_mounts", labels, len(item.get("skipped_mounts") or ()))
         add("ramdisk_persist_last_exit_code", labels, item.get("exit_code"))
         add("ramdisk_persist_last_duration_seconds", labels, item.get("duration"))
         add("ramdisk_persist_last_sync_bytes", labels, item.get("sync_bytes"))
@@ -337,7 +344,8 @@ def table(snapshot):
                 " (wrote %s)" % human(item["written_bytes"]) if item.get("written_bytes") is not None else "",
                 item.get("copies", 0), "copy" if item.get("copies") == 1 else "copies", item["backing"],
                 "; copies all, no rsync" if item.get("copy_tool") == "cp" else "",
-                _services_text(item))
+                _services_text(item) + ("; left out mounts inside: %s" % ", ".join(item["skipped_mounts"])
+                                        if item.get("skipped_mounts") else ""))
         if not mount.get("mounted"):
             rows.append((mount["path"], mount.get("backend") or "", mount.get("purpose") or "", "-", "-", "-", "-",
                          "NOT MOUNTED; " + keep if keep != "-" else "NOT MOUNTED"))
@@ -493,6 +501,11 @@ def _persisted(conf_dir, status_dir):
             item["exit_code"] = number(status.get("EXIT"))
             item["last_attempt"] = _float(status.get("FINISHED"))
             item["copy_tool"] = status.get("COPY_TOOL") or None
+            item["refused_reason"] = status.get("REASON") or None
+            try:
+                item["skipped_mounts"] = json.loads(status.get("SKIPPED_MOUNTS") or "[]")
+            except ValueError:
+                item["skipped_mounts"] = []
             if status.get("SERVICES_STOPPED"):
                 item["services_stopped"] = status["SERVICES_STOPPED"].split()
                 item["services_down_seconds"] = _float(status.get("SERVICES_DOWN_SECONDS"))

@@ -1411,6 +1411,8 @@ def _sync(backing, mount, backing_dir, keep, excludes):
     _raise_open_files_limit()
     backing.lock()
     recovered = backing.recover()
+    if not os.path.lexists(os.path.join(backing_dir, "current")):
+        return first_copy(mount, backing_dir, excludes)
     backing.current_fd()
     marks = [("start", time.monotonic())]
     head = backing.head()
@@ -1659,6 +1661,54 @@ def rollback(backing_dir):
             return {"result": "ok", "generation": head - 1}
         finally:
             backing.close()
+
+
+# The first copy --------------------------------------------------------------------------------------------------
+
+def first_copy(mount, backing_dir, excludes=()):
+    """The backing's first copy of MOUNT, whole, while it has no current: copied into BACKING/.new-STAMP by the
+    Copier (directory descriptors, nested mounts and EXCLUDES left out), flushed, renamed to snap-STAMP, then current,
+    a link renamed over it, and the directory flushed. A kill, a signal (held by sync(): a Stopped error before the
+    switch) or an error at any instant leaves no current, or a complete one; what the failed copy made is removed
+    unless current names it. Called by sync() under the backing's lock."""
+    started = time.monotonic()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + ".%09dZ" % (time.time_ns() % 10**9)
+    new = os.path.join(backing_dir, ".new-" + stamp)
+    snap = os.path.join(backing_dir, "snap-" + stamp)
+    link = os.path.join(backing_dir, ".current-" + stamp)
+    current = os.path.join(backing_dir, "current")
+    copier = Copier(exclude_matcher(excludes))
+    root_fd = os.open(mount, _DIR_FLAGS)
+    new_fd = None
+    try:
+        os.mkdir(new, 0o700)
+        new_fd = os.open(new, _DIR_FLAGS)
+        copier.copy_contents(root_fd, new_fd, None)
+        kill_point("first:copied")
+        _check_stop("during the first copy: no current was made")
+        _syncfs(new)
+        os.rename(new, snap)
+        os.symlink("snap-" + stamp, link)
+        os.rename(link, current)
+        _fsync_dir(backing_dir)
+    except BaseException:
+        named = os.readlink(current) if os.path.islink(current) else None
+        backing_fd = os.open(backing_dir, _DIR_FLAGS)
+        try:
+            for made in (link, new, snap):
+                if os.path.basename(made) != named:
+                    remove_at(backing_fd, os.path.basename(made))
+        finally:
+            os.close(backing_fd)
+        raise
+    finally:
+        os.close(root_fd)
+        if new_fd is not None:
+            os.close(new_fd)
+    return {"result": "ok", "first_copy": True, "snapshot": "snap-" + stamp, "generation": 0, "operations": {},
+            "staged_entries": 0, "staged_bytes": copier.blocks, "record_bytes": 0, "written_bytes": copier.blocks,
+            "seconds": round(time.monotonic() - started, 3), "recovered": "", "warning": "",
+            "reverse_deltas": 0, "skipped_mounts": sorted(copier.skipped_mounts)}
 
 
 def main(argv=None):

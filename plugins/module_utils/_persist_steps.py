@@ -32,10 +32,11 @@ import ctypes
 import errno
 import os
 import shutil
-import stat
+import sys
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_delta
+from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_helper
 from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import fsync_dir
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import holds_journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import (
@@ -62,14 +63,35 @@ def _current_target(backing):
     return os.readlink(link) if os.path.islink(link) else None
 
 
-def delta_helper_text():
-    """The text of the helper's copy (this collection's _persist_delta.py), as the host gets it."""
-    loader = getattr(_persist_delta, "__loader__", None)
-    text = loader.get_source(_persist_delta.__name__) if loader is not None and hasattr(loader, "get_source") else None
+def _source(module):
+    loader = getattr(module, "__loader__", None)
+    text = loader.get_source(module.__name__) if loader is not None and hasattr(loader, "get_source") else None
     if text is None:
-        with open(_persist_delta.__file__, encoding="utf-8") as handle:
+        with open(module.__file__, encoding="utf-8") as handle:
             text = handle.read()
     return text
+
+
+def delta_helper_text():
+    """The text of the helper's copy (this collection's _persist_delta.py), as the host gets it."""
+    return _source(_persist_delta)
+
+
+# The interpreter the units run the helper with: the system's python3 (the plan refuses persist on a host without
+# one), at /usr/bin on the root file system that a journal mount's early restore can reach; else python3 on PATH, else
+# the interpreter this module runs under, outside any venv of it (the helper needs the standard library only).
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def helper_interpreter():
+    if os.access(SYSTEM_PYTHON, os.X_OK):
+        return SYSTEM_PYTHON
+    return shutil.which("python3") or os.path.realpath(sys.executable)
+
+
+def persist_helper_text():
+    """The persist helper (this collection's _persist_helper.py) with the line that names its interpreter."""
+    return "#!%s\n%s" % (helper_interpreter(), _source(_persist_helper))
 
 
 def _read_current(backing):
@@ -227,9 +249,13 @@ class PersistSteps(object):
             # A copy cut short, or the directory a swap replaced: the directory on disk and the backing hold the data.
             _remove_ours(left)
         os.mkdir(fresh, 0o700)
-        os.chmod(fresh, 0o700)  # no setgid from the parent: cp -a gives the root the backing copy's mode last
-        self._tool(["cp", "-a", "--no-target-directory", current, fresh],
-                   "Returning the backing's copy of %s to the directory on disk (into %s)" % (path, fresh))
+        os.chmod(fresh, 0o700)  # no setgid from the parent: the copy gives the root the backing copy's mode last
+        try:
+            # The helper's own return (by the engine's copier, a sync cut short applied) into the new directory.
+            _persist_helper.return_copy(args["backing"], fresh)
+        except _persist_helper.PersistError as exc:
+            self.error("returning the backing's copy of %s to the directory on disk failed: %s. The directory on "
+                       "disk and the backing %s are as they were" % (path, exc, args["backing"]))
         entries, mismatches = self._compare(current, fresh, "the backing's copy", "the directory on disk")
         if mismatches:
             self.error("the copy returned beside %s differs from the backing's copy in %d ways: %s. The directory "
@@ -405,7 +431,7 @@ def build(item, ex, build_mount, file_step, after=None):
         for kind in ("timer", "sync", "persist"):
             units |= file_step(middle, unit_files[kind], None)
         file_step(middle, paths.persist_conf_file(token), None)
-        for suffix in (".restored", ".lock"):
+        for suffix in (".restored", ".partial", ".lock"):
             file_step(middle, "%s/%s%s" % (paths.PERSIST_STATE_DIR, token, suffix), None)
         # The last sync's status: the metrics collector would go on reporting a mount that is gone.
         file_step(middle, "%s/%s.status" % (paths.PERSIST_STATUS_DIR, token), None)
@@ -440,7 +466,7 @@ def build(item, ex, build_mount, file_step, after=None):
     if not os.path.isdir(backing):
         # Only root reads the copies as a whole; inside, each keeps its own owners and modes.
         middle.append(_step("mkdir", create=_missing(backing), mode="0700"))
-    file_step(middle, paths.PERSIST_HELPER, ex.persist_helper, mode=0o755, header=False)
+    file_step(middle, paths.PERSIST_HELPER, persist_helper_text(), mode=0o755, header=False)
     file_step(middle, paths.PERSIST_DELTA, delta_helper_text(), mode=0o644, header=False)
     file_step(middle, paths.persist_conf_file(token), conf_text(item))
     texts = unit_texts(item)

@@ -197,6 +197,10 @@ def _sha256(path, chunk_size=1024 * 1024):
     return digest.hexdigest()
 
 
+# The persist helper's mark of the mount it restored (on the mount root, set by root only): not data.
+MOUNT_MARK_PREFIX = "trusted.ramdisk-provision."
+
+
 def _xattrs(path):
     if not hasattr(os, "listxattr"):
         return {}
@@ -208,6 +212,8 @@ def _xattrs(path):
         raise
     values = {}
     for name in sorted(names):
+        if name.startswith(MOUNT_MARK_PREFIX):
+            continue
         try:
             values[name] = os.getxattr(path, name, follow_symlinks=False).hex()
         except OSError as exc:

@@ -97,8 +97,9 @@ options:
     type: str
   persist_helper:
     description:
-      - The text of the persist helper that the persist units run (the mount role's C(files/persist.sh)). Needed
-        when an entry has persist.
+      - Deprecated, unused (issue 41). The persist helper the units run is this collection's own program, installed
+        from its module_utils; the text given here is ignored. Accepted so that existing playbooks keep working;
+        it will be removed in a later major release.
     type: str
 extends_documentation_fragment:
   - ramdisk.provision._attributes
@@ -286,9 +287,6 @@ def _main(module):
     vendor_tmp = any(os.path.exists(path) for path in paths.VENDOR_TMP_UNITS)
     entries = module.params["mounts"]
     brd_plan = module.params["brd"] or {}
-    if any(entry.get("persist") for entry in entries) and not module.params["persist_helper"]:
-        module.fail_json(msg="Host %s: a mount with persist needs persist_helper (the text of the mount role's "
-                             "files/persist.sh)." % host)
     # Before the journal is read: a journal or record someone else could have written would steer root.
     untrusted = state_dirs_error(host, paths.STATE_DIRS)
     if untrusted:

@@ -111,9 +111,9 @@ options:
     default: 300
   persist_helper:
     description:
-      - The text of the mount role's C(files/persist.sh), as M(ramdisk.provision.ramdisk_apply) takes it. With it, a
-        persisted mount gets C(todo) from a check-mode run of ramdisk_apply's own steps (its helper, units, timer
-        and backing); without it, a persisted mount always has something to do.
+      - Deprecated and unused (issue 41). A persisted mount always gets C(todo) from a check-mode run of
+        M(ramdisk.provision.ramdisk_apply)'s own steps, whose persist helper is this collection's own program. The
+        text given here is ignored; it is accepted so that existing playbooks keep working.
     type: str
   zram_allow_swap_cycle:
     description: The zram role's C(zram_allow_swap_cycle), for the check-mode run that sets each zram device's C(todo).

@@ -4,14 +4,12 @@
 A tmpfs holds a tree of at least 1 GiB in 50,000 files (mostly small, a fifth of them up to 128 KiB, a few of some
 MiB, a few symlinks and hard links). The backing is on an ext4 of its own: a file under /var/tmp, on this machine's
 disk, attached as a loop device with direct I/O, so that the device's count of bytes written (/sys/block/loopN/stat)
-holds this benchmark's writes and nobody else's. The persist helper (roles/mount/files/persist.sh, its host paths
-pointed at the work directory) makes the first copy; then 1% of the tree changes, by files (rewritten, added,
-removed) and by bytes, and one sync of it is measured three ways, each from the same starting copy:
+holds this benchmark's writes and nobody else's. The persist helper (plugins/module_utils/_persist_helper.py, its
+host paths pointed at the work directory) makes the first copy; then 1% of the tree changes, by files (rewritten,
+added, removed) and by bytes, and one sync of it is measured two ways, each from the same starting copy (the designs
+before, cp -a of the whole mount and rsync --link-dest, went with the shell helper in issue 41; README keeps their
+figures):
 
-  (a) ours at first: the helper without its copy, with rsync hidden from its PATH and KEEP=1, which is what a sync
-      did before it became incremental: cp -a of the whole mount, then the older copy removed;
-  (b) ours before: the helper without its copy (rsync --link-dest on the current copy, KEEP=2), the design that
-      missed issue 35's target;
   (c) rsync by hand, with the helper's options and --link-dest, then `sync -f` so that its data is on the disk
       (the helper flushes too, and only data on the disk can be counted);
   (d) ours now: the helper with its copy (persist-delta.py, the collection's _persist_delta.py, KEEP=2): only the
@@ -21,7 +19,7 @@ removed) and by bytes, and one sync of it is measured three ways, each from the 
   (d') the next sync of (d), after another 1% of changes: the steady state, which also drops the oldest reverse
       delta (KEEP=2).
 
-(b), (c) and (d) run twice, taking turns, the starting copy put back after each; the faster of each counts. Then a
+(c) and (d) run twice, taking turns, the starting copy put back after each; the faster of each counts. Then a
 second tree of the same size in 10,000 files shows how the bytes written by (c) (the --link-dest design) and by (d)
 scale with the number of files: --link-dest pays for every unchanged file, (d) for the changed ones. Figures for
 each: wall time; bytes written to the device, from just before the run until a `sync` after it (so the metadata the
@@ -57,7 +55,7 @@ import tempfile
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HELPER = os.path.join(REPO_ROOT, "roles", "mount", "files", "persist.sh")
+HELPER = os.path.join(REPO_ROOT, "plugins", "module_utils", "_persist_helper.py")
 DELTA = os.path.join(REPO_ROOT, "plugins", "module_utils", "_persist_delta.py")
 TOKEN = "bench-persist"
 SEED = 35
@@ -88,22 +86,26 @@ def run(argv, **kwargs):
     return subprocess.run(argv, check=True, **kwargs)
 
 
-def helper_copy(work, file_name="persist", delta=True):
-    """The helper with its host paths in WORK, as the unit tests point it at theirs; its copy (persist-delta.py, the
-    collection's _persist_delta.py) installed with DELTA, else absent (the helper as it was before it)."""
-    with open(HELPER, encoding="utf-8") as handle:
-        script = handle.read()
+# The program as the host runs it, loaded by path (it loads its engine from the path PLACES gives), its host paths
+# in the work directory, as the unit tests point it at theirs.
+WRAPPER = """import importlib.util, sys
+spec = importlib.util.spec_from_file_location("persist_helper", %(program)r)
+helper = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(helper)
+helper.PLACES.update(%(places)r)
+sys.exit(helper.main())
+"""
+
+
+def helper_copy(work, file_name="persist"):
+    """The helper with its host paths in WORK."""
     places = {"conf_dir": os.path.join(work, "conf"), "state_dir": os.path.join(work, "state"),
               "status_dir": os.path.join(work, "status"), "metrics_collector": os.path.join(work, "no-collector"),
-              "delta_helper": DELTA if delta else os.path.join(work, "no-delta.py")}
-    for name, place in places.items():
-        script, count = re.subn(r"(?m)^%s=.*$" % name, "%s=%s" % (name, place), script)
-        if count != 1:
-            sys.exit("bench-persist: the helper no longer sets %s on a line of its own" % name)
+              "engine": DELTA}
     os.makedirs(places["conf_dir"], exist_ok=True)
     path = os.path.join(work, file_name)
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write(script)
+        handle.write("#!%s\n" % sys.executable + WRAPPER % {"program": HELPER, "places": places})
     os.chmod(path, 0o755)
     return path
 
@@ -111,21 +113,6 @@ def helper_copy(work, file_name="persist", delta=True):
 def configure(work, mount, backing, keep):
     with open(os.path.join(work, "conf", TOKEN + ".conf"), "w", encoding="utf-8") as handle:
         handle.write("MOUNT=%s\nBACKING=%s\nKEEP=%d\n" % (mount, backing, keep))
-
-
-def path_without_rsync(work):
-    """A directory of links to every program on PATH but rsync."""
-    farm = os.path.join(work, "no-rsync")
-    os.mkdir(farm)
-    for directory in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep):
-        if not os.path.isdir(directory):
-            continue
-        for name in os.listdir(directory):
-            target = os.path.join(directory, name)
-            link = os.path.join(farm, name)
-            if name != "rsync" and not os.path.lexists(link) and os.access(target, os.X_OK):
-                os.symlink(target, link)
-    return farm
 
 
 def make_tree(root, rng, classes=None):
@@ -387,10 +374,8 @@ def main():
         os.mkdir(mount)
         run(["mount", "-t", "tmpfs", "-o", "size=3G,mode=0755", "ramdisk-bench", mount])
         helper = helper_copy(work)
-        helper_before = helper_copy(work, "persist-before", delta=False)
         stat_path = "/sys/block/%s/stat" % os.path.basename(loop)
         env = dict(os.environ, LC_ALL="C")
-        env_no_rsync = dict(env, PATH=path_without_rsync(work))
         rng = random.Random(SEED)
 
         started = time.monotonic()
@@ -417,23 +402,11 @@ def main():
         by_hand = os.path.join(backing, "by-hand")
         argv = ["sh", "-c", 'rsync "$@" && sync -f "$0"', by_hand] + RSYNC_OPTIONS + [
             "--link-dest=%s" % os.path.join(backing, start_copy), mount + "/", by_hand]
-        runs = {"b": [], "c": [], "d": []}
-        status = {}
+        runs = {"c": [], "d": []}
         delta_statuses = []
         for turn in range(TURNS):
             runs["c"].append(measure(argv, env, stat_path) + (du_new(os.path.join(backing, start_copy), by_hand),))
             run(["rm", "-rf", by_hand])
-            # (b) ours after: the helper as it is; then the starting copy is current again.
-            configure(work, mount, backing, 2)
-            measured = measure([helper_before, "sync", TOKEN], env, stat_path)
-            made = current(backing)
-            runs["b"].append(measured + (du_new(os.path.join(backing, start_copy), os.path.join(backing, made)),))
-            with open(os.path.join(work, "status", TOKEN + ".status")) as handle:
-                status = dict(line.split("=", 1) for line in handle.read().splitlines())
-            if status.get("COPY") != "incremental":
-                sys.exit("bench-persist: the helper did not copy incrementally: %s" % status)
-            point_current(backing, start_copy)
-            run(["rm", "-rf", os.path.join(backing, made)])
             # (d) the helper as it is now, from the same starting copy, which its copy updates in place; verified
             # against the mount.
             measured = measure([helper, "sync", TOKEN], env, stat_path)
@@ -445,7 +418,7 @@ def main():
             if turn < TURNS - 1:
                 # The starting copy back, from the reverse delta; the last turn's generation stays for (d').
                 delta_command(["rollback", backing], env)
-        rows = {"b": min(runs["b"]), "c": min(runs["c"]), "d": min(runs["d"])}
+        rows = {"c": min(runs["c"]), "d": min(runs["d"])}
         delta_status = delta_statuses[runs["d"].index(rows["d"])]
 
         # (d') the next sync: another 1% changed; it also drops the reverse delta beyond KEEP=2 (none the first time).
@@ -455,14 +428,6 @@ def main():
         next_status = read_status(work)
         rows["e"] += (int(next_status["LAST_OK_WRITTEN_BYTES"]),)
         delta_command(["verify", backing], env)
-
-        # (a) ours before: a sync that copies all and removes the older copy (the one (d') left current: the
-        # starting copy updated in place; what it holds does not change what cp -a of the mount writes).
-        configure(work, mount, backing, 1)
-        measured = measure([helper_before, "sync", TOKEN], env_no_rsync, stat_path)
-        made = current(backing)
-        rows["a"] = measured + (int(run(["du", "-s", "-B1", os.path.join(backing, made)], capture_output=True,
-                                        text=True).stdout.split()[0]),)
 
         # Scaling: the same bytes in 10,000 files, one turn of (c) and of (d) from a first copy of its own.
         empty(backing)
@@ -492,29 +457,20 @@ def main():
         print("then for (d'): %d files more, %s of new data" % (second["files"], mb(second["bytes"])))
         print("the device took %s in %.0f s while nothing ran" % (mb(quiet), quiet_seconds))
         print("")
-        labels = {"a": "(a) ours at first (cp -a, KEEP=1)", "b": "(b) ours before (rsync --link-dest)",
-                  "c": "(c) rsync by hand, then sync -f", "d": "(d) ours now (persist-delta, in place)",
+        labels = {"c": "(c) rsync by hand, then sync -f", "d": "(d) ours now (persist-delta, in place)",
                   "e": "(d') its next sync (steady state)"}
         print("%-38s %8s %11s %14s %11s %16s" % ("", "time", "disk", "share of tree", "processes", "new blocks (du)"))
-        for key in ("a", "b", "c", "d", "e"):
+        for key in ("c", "d", "e"):
             seconds, written, own, new = rows[key]
             share = 100.0 * written / tree_bytes
             print("%-38s %7.2fs %11s %13.2f%% %11s %16s" % (labels[key], seconds, mb(written), share, mb(own), mb(new)))
         print("(the new blocks of (d) and (d'): the helper's LAST_OK_WRITTEN_BYTES, the blocks of the entries copied "
               "and the commit record)")
         print("")
-        share = float(rows["b"][1]) / tree_bytes
-        ratio = rows["b"][0] / rows["c"][0]
-        print("turns of (b): %s; of (c): %s; of (d): %s (the faster counts)"
-              % tuple(", ".join("%.2f s" % one[0] for one in runs[key]) for key in ("b", "c", "d")))
-        print("the helper's own figure for (b), LAST_OK_WRITTEN_BYTES: %s" % mb(int(status["LAST_OK_WRITTEN_BYTES"])))
+        print("turns of (c): %s; of (d): %s (the faster counts)"
+              % tuple(", ".join("%.2f s" % one[0] for one in runs[key]) for key in ("c", "d")))
         print("(d)'s own figure, LAST_OK_WRITTEN_BYTES: %s; (d')'s: %s"
               % (mb(int(delta_status["LAST_OK_WRITTEN_BYTES"])), mb(int(next_status["LAST_OK_WRITTEN_BYTES"]))))
-        print("(b), the design before: %d%% of the tree at most was the target: %.2f%% (%s of at most %s) %s"
-              % (TARGET_WRITTEN_SHARE * 100, share * 100, mb(rows["b"][1]), mb(tree_bytes * TARGET_WRITTEN_SHARE),
-                 "ok" if share <= TARGET_WRITTEN_SHARE else "OVER"))
-        print("(b), the design before: %.1fx the time of (c) at most: %.2fx (%.2f s against %.2f s) %s"
-              % (TARGET_TIME_RATIO, ratio, rows["b"][0], rows["c"][0], "ok" if ratio <= TARGET_TIME_RATIO else "OVER"))
         for key in ("d", "e"):
             key_share = float(rows[key][1]) / tree_bytes
             key_ratio = rows[key][0] / rows["c"][0]
@@ -522,8 +478,6 @@ def main():
                   % (labels[key].split(" ", 1)[0], TARGET_WRITTEN_SHARE * 100, TARGET_TIME_RATIO, key_share * 100,
                      key_ratio, "ok" if key_share <= TARGET_WRITTEN_SHARE and key_ratio <= TARGET_TIME_RATIO
                      else "OVER"))
-        print("(a) against (d): %.0fx the bytes, %.1fx the time"
-              % (rows["a"][1] / max(rows["d"][1], 1), rows["a"][0] / rows["d"][0]))
         print("")
         print("scaling: the same bytes, 1% of the files changed, bytes written to the device by (c) --link-dest "
               "and by (d)")

@@ -39,6 +39,10 @@ sys.path.insert(0, os.path.join(REPO_ROOT, ".cache", "collections"))
 # pylint: disable=wrong-import-position
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import conf_text, unit_names, unit_texts  # noqa: E402
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import token as mount_token  # noqa: E402
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import (  # noqa: E402
+    delta_helper_text,
+    persist_helper_text,
+)
 
 IMAGE = "ramdisk-lab/debian:12-postgresql"
 NAME = "dbsync-bench"
@@ -74,7 +78,10 @@ def sh(script, check=True, timeout=1800):
 
 def stage_files(directory, stop):
     """The helper, its record and the units, as the role writes them, into DIRECTORY."""
-    shutil.copy(os.path.join(REPO_ROOT, "roles", "mount", "files", "persist.sh"), os.path.join(directory, "persist"))
+    # The program and its engine, as ramdisk_apply installs them.
+    for name, text in (("persist", persist_helper_text()), ("persist-delta.py", delta_helper_text())):
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
+            handle.write(text)
     with open(os.path.join(directory, "%s.conf" % TOKEN), "w", encoding="utf-8") as handle:
         handle.write(conf_text(entry(stop)))
     for kind, text in unit_texts(entry(stop)).items():
@@ -111,6 +118,7 @@ def boot():
     sh("systemctl stop %(service)s\n"
        "mkdir -p -m 0700 %(backing)s /etc/ramdisk-provision/persist\n"
        "mkdir -p /usr/local/libexec/ramdisk-provision && install -m 0755 %(stage)s/stop-1/persist %(helper)s\n"
+       "install -m 0644 %(stage)s/stop-1/persist-delta.py /usr/local/libexec/ramdisk-provision/persist-delta.py\n"
        "cp -a %(mount)s /var/tmp/seed && mount -t tmpfs -o size=4G,mode=0755 tmpfs %(mount)s\n"
        "cp -a /var/tmp/seed/. %(mount)s/ && rm -rf /var/tmp/seed\n"
        % {"service": SERVICE, "backing": BACKING, "stage": STAGE, "helper": HELPER, "mount": MOUNT})

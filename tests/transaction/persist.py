@@ -10,7 +10,8 @@ files. A case sets up the fixture (transaction.py's ~300 entries with content, a
 file, user.x xattrs, the root 4242:4343 mode 2750, at /srv/tx/data on the container's disk) and a small service of
 its own (txdata.service, its working directory in the data) that persist.services names. A run is what the entry
 role does: ramdisk_plan (which first finishes or undoes what a dead run left), then ramdisk_apply with the plan's
-tmpfs entries and the text of roles/mount/files/persist.sh, each a module process as Ansible runs it.
+tmpfs entries (ramdisk_apply installs the persist helper from its module_utils), each a module process as Ansible
+runs it.
 
 - adoption: the fixture migrated into a tmpfs kept in /var/lib/ramdisk-backing/txdata (the services stopped, the
   mount, the helper, conf and units, the backing's first copy and its check, persist enabled and started, the timer,
@@ -78,7 +79,6 @@ SERVICE = "txdata.service"
 # A timer that never fires during a case: the syncs are the run's own.
 ENTRY = dict(tx.MIGRATE_ENTRY, persist={"backing": BACKING, "interval": "1h", "services": [SERVICE]})
 TOKEN = token(DATA)
-HELPER = os.path.join(tx.REPO, "roles", "mount", "files", "persist.sh")
 IMAGE = "ramdisk-lab/debian:12"
 # Where the container sees the stage (read-only), and where the case works inside it.
 STAGE = "/opt/ramdisk-transaction"
@@ -112,10 +112,9 @@ class Runner(tx.Runner):
     # The one entry of the policy (tests/adversary/local_user.py plans its own).
     entry = ENTRY
 
-    def __init__(self, work, purposes, defaults, helper):  # pylint: disable=super-init-not-called
+    def __init__(self, work, purposes, defaults):  # pylint: disable=super-init-not-called
         self.work = work
         self.purposes, self.defaults = purposes, defaults
-        self.helper = helper
         self.count = 0
         self.lock = threading.Lock()
         self.times = []
@@ -132,7 +131,7 @@ class Runner(tx.Runner):
         return result["tmpfs"] + result["ramfs"], result.get("recovered") or []
 
     def apply_start(self, entries, kill_at=None, lock_timeout=None):
-        args = {"host": "transaction-test", "mounts": entries, "persist_helper": self.helper}
+        args = {"host": "transaction-test", "mounts": entries}
         return self._start("ramdisk_apply", args, {KILL_ENV: str(kill_at)} if kill_at else None)
 
     def run(self, policy, kill_at=None, lock_timeout=None, entry=None):
@@ -514,9 +513,7 @@ def case(spec):
 def run_case(spec):
     work = WORK
     os.makedirs(work, exist_ok=True)
-    with open(HELPER, encoding="utf-8") as handle:
-        helper = handle.read()
-    runner = Runner(work, spec["purposes"], spec["defaults"], helper)
+    runner = Runner(work, spec["purposes"], spec["defaults"])
     if spec["kind"] in CUT_KINDS:
         return cut_after(spec, runner) if spec.get("phase") == "after" else cut_before(spec, runner)
     fixture = setup()
@@ -571,8 +568,6 @@ def make_stage(work):
     stage = os.path.join(work, "stage")
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(os.path.join(tx.REPO, "plugins"), os.path.join(stage, "plugins"), ignore=ignore)
-    os.makedirs(os.path.join(stage, "roles", "mount", "files"))
-    shutil.copy(HELPER, os.path.join(stage, "roles", "mount", "files"))
     os.makedirs(os.path.join(stage, "tests", "transaction"))
     for name in ("transaction.py", "persist.py"):
         shutil.copy(os.path.join(HERE, name), os.path.join(stage, "tests", "transaction"))

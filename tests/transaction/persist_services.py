@@ -5,8 +5,9 @@
 In a systemd container of the lab's Debian 12 image, /srv/data is a tmpfs kept in /srv/backing (a directory of the
 host, bind-mounted, so that it outlives the container) by the collection's helper, record and units (conf_text() and
 unit_texts() with stop_services: true), and txdata.service, listed in persist.services, uses it; the service logs each
-start and stop to a file of the host. An rsync in /usr/local/bin holds the copy at a gate when asked, so that each
-case acts while the copy runs, without timing. Cases, each checked through systemd and the helper's status:
+start and stop to a file of the host. A drop-in of the sync service holds its copy at a gate when asked (the engine's
+kill point after its plan, with SIGSTOP), so that each case acts while the copy runs, without timing. Cases, each
+checked through systemd and the helper's status:
 
 - interval: the timer's sync service copies with txdata stopped and starts it again; the status gives the downtime.
 - admin-stopped: a service an admin stopped stays stopped through a sync.
@@ -34,6 +35,10 @@ sys.path.insert(0, os.path.join(REPO, ".cache", "collections"))
 
 # pylint: disable=wrong-import-position
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import conf_text, unit_names, unit_texts  # noqa: E402
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import (  # noqa: E402
+    delta_helper_text,
+    persist_helper_text,
+)
 
 # The entry as the plan gives it to conf_text() and unit_texts().
 ENTRY = {"path": "/srv/data", "token": "srv-data-test", "persist": {
@@ -55,15 +60,11 @@ ExecStopPost=/bin/sh -c 'echo stop >> /host/services.log'
 [Install]
 WantedBy=multi-user.target
 """
-# The copy waits at a gate while /run/gate-wanted exists (taken by the first copy that sees it), noting txdata's
-# state; /run/gate-open lets it go on.
-GATED_RSYNC = """#!/bin/sh
-if [ "$1" != --version ] && rm /run/gate-wanted 2>/dev/null; then
-  systemctl is-active txdata.service > /run/state-while-copying || :
-  touch /run/copying
-  while [ ! -e /run/gate-open ]; do sleep 0.05; done
-fi
-exec /usr/bin/rsync "$@"
+# The gate: the sync service's next sync stops itself (SIGSTOP) at the engine's kill point after its plan, with the
+# services stopped for its copy; the test acts, then lets it go on (SIGCONT) or stops or kills it.
+GATE_DROPIN = "/run/systemd/system/%s.d/gate.conf"
+GATE = """[Service]
+Environment=PERSIST_DELTA_KILL_AT=planned PERSIST_DELTA_KILL_SIGNAL=SIGSTOP
 """
 
 
@@ -102,8 +103,8 @@ class Container(object):
 def stage(host_dir):
     directory = os.path.join(host_dir, "stage")
     os.makedirs(directory)
-    shutil.copy(os.path.join(REPO, "roles", "mount", "files", "persist.sh"), os.path.join(directory, "persist"))
-    files = {"%s.conf" % TOKEN: conf_text(ENTRY), SERVICE: TXDATA, "rsync": GATED_RSYNC}
+    files = {"%s.conf" % TOKEN: conf_text(ENTRY), SERVICE: TXDATA, "persist": persist_helper_text(),
+             "persist-delta.py": delta_helper_text()}
     files.update((UNITS[kind], text) for kind, text in unit_texts(ENTRY).items())
     for name, text in files.items():
         with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
@@ -117,7 +118,7 @@ mkdir -p /srv/data /etc/ramdisk-provision/persist /usr/local/libexec/ramdisk-pro
 mount -t tmpfs -o size=64m,mode=0755 tmpfs /srv/data
 echo one > /srv/data/file
 install -m 0755 /stage/persist %(helper)s
-install -m 0755 /stage/rsync /usr/local/bin/rsync
+install -m 0644 /stage/persist-delta.py /usr/local/libexec/ramdisk-provision/persist-delta.py
 cp /stage/%(token)s.conf /etc/ramdisk-provision/persist/
 cp /stage/ramdisk-persist-* /stage/txdata.service /etc/systemd/system/
 systemctl daemon-reload
@@ -132,11 +133,21 @@ def status(box):
 
 
 def gate(box):
-    box.sh("rm -f /run/gate-open /run/copying /run/state-while-copying; touch /run/gate-wanted")
+    dropin = GATE_DROPIN % UNITS["sync"]
+    box.sh("mkdir -p %s\ncat > %s <<'GATE'\n%sGATE\nsystemctl daemon-reload" % (os.path.dirname(dropin), dropin, GATE))
 
 
 def wait_copying(box):
-    box.sh("for i in $(seq 600); do [ -e /run/copying ] && exit 0; sleep 0.05; done; exit 1")
+    """Until the gated sync stopped itself; notes txdata's state then, and takes the gate away for later syncs."""
+    box.sh("for i in $(seq 600); do pid=$(systemctl show -p MainPID --value %s); "
+           "[ \"$pid\" != 0 ] && [ \"$(cut -d' ' -f3 /proc/$pid/stat)\" = T ] && break; sleep 0.05; done; "
+           "[ \"$pid\" != 0 ] && [ \"$(cut -d' ' -f3 /proc/$pid/stat)\" = T ] || exit 1\n"
+           "systemctl is-active txdata.service > /run/state-while-copying || :\n"
+           "rm %s && systemctl daemon-reload" % (UNITS["sync"], GATE_DROPIN % UNITS["sync"]))
+
+
+def open_gate(box):
+    box.sh("pid=$(systemctl show -p MainPID --value %s); [ \"$pid\" = 0 ] || kill -CONT \"$pid\"" % UNITS["sync"])
 
 
 def wait_done(box):
@@ -165,7 +176,7 @@ def cases(box, check):
     gate(box)
     box.sh("systemctl start --no-block %s" % UNITS["sync"])
     wait_copying(box)
-    box.sh("touch /run/gate-open")
+    open_gate(box)
     wait_done(box)
     found = status(box)
     check("interval: txdata stopped while copying",
@@ -174,7 +185,7 @@ def cases(box, check):
     # txdata requires the persist unit (RequiredBy=): stopping txdata leaves it, and its timer, running.
     check("interval: the persist unit and the timer still run",
           (active(box, UNITS["persist"]), active(box, UNITS["timer"])) == ("active", "active"))
-    check("interval: the copy is current", current(box) != before and box.sh("cat %s/current/file" % BACKING) == "two\n")
+    check("interval: the copy is current", current(box) == before and box.sh("cat %s/current/file" % BACKING) == "two\n")
     ok = found.get("RESULT") == "ok" and found.get("SERVICES_STOPPED") == "'%s'" % SERVICE \
         and float(found.get("SERVICES_DOWN_SECONDS", "0")) > 0
     check("interval: status ok with the downtime" + ("" if ok else " (%s)" % found), ok)
@@ -195,10 +206,10 @@ def cases(box, check):
         wait_copying(box)
         box.sh(command)
         wait_done(box)
-        box.sh("touch /run/gate-open")
         check("%s: txdata stopped while copying" % how, box.sh("cat /run/state-while-copying").strip() != "active")
         check("%s: txdata running again" % how, active(box, SERVICE) == "active")
-        check("%s: current unchanged" % how, current(box) == before)
+        check("%s: current unchanged" % how, current(box) == before
+              and box.sh("cat %s/current/file" % BACKING) != "%s\n" % how)
         check("%s: no record of stopped services left" % how,
               box.docker("exec", box.name, "test", "-e", STOPPED, check=False).returncode == 1)
         if active(box, SERVICE) != "active":
@@ -208,7 +219,7 @@ def cases(box, check):
         if how == "term":
             said = box.sh("journalctl -q -u %s --no-pager" % UNITS["sync"]).splitlines()[-8:]
             print("      term: started again by %s" % (
-                "ExecStopPost" if any("a sync was killed" in line for line in said) else "the trap"))
+                "ExecStopPost" if any("a sync was killed" in line for line in said) else "the helper itself"))
             check("term: status failed, services started", status(box).get("RESULT") == "failed"
                   and status(box).get("SERVICES_LEFT_DOWN") == "''")
         else:

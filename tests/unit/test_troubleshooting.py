@@ -291,7 +291,7 @@ def test_messages_are_found():
     wheres = " ".join(where for places in PHRASES.values() for where in places)
     for kind in ("error()", "errors.append()", "fail_json()", "raise SizeError", "fail msg", "assert fail_msg",
                  "unavailable_reason()",
-                 "persist.sh", "_zram_steps.py", " die", " echo >&2"):
+                 "_persist_helper.py", "_zram_steps.py", " echo >&2"):
         assert kind in wheres, "no message of kind %s found: the scan is broken" % kind
     assert "a system path that must not be hidden under a RAM-backed mount" in PHRASES
     assert "is not a mount point: refusing to touch the directory under it" in PHRASES

@@ -40,10 +40,7 @@ def test_the_journal_and_records_live_where_a_reboot_keeps_them_and_the_lock_whe
 
 
 def test_the_persist_helper_names_the_same_places():
-    import re
-    with open(os.path.join(REPO, "roles", "mount", "files", "persist.sh")) as handle:
-        script = handle.read()
-    places = dict(re.findall(r"(?m)^(conf_dir|state_dir|status_dir|metrics_collector|delta_helper)=(.*)$", script))
-    assert places == {"conf_dir": paths.PERSIST_CONF_DIR, "state_dir": paths.PERSIST_STATE_DIR,
+    from ansible_collections.ramdisk.provision.plugins.module_utils._persist_helper import PLACES
+    assert PLACES == {"conf_dir": paths.PERSIST_CONF_DIR, "state_dir": paths.PERSIST_STATE_DIR,
                       "status_dir": paths.PERSIST_STATUS_DIR, "metrics_collector": paths.METRICS_COLLECTOR,
-                      "delta_helper": paths.PERSIST_DELTA}
+                      "engine": paths.PERSIST_DELTA}

@@ -647,18 +647,16 @@ def test_persist_keep_through_the_host_plan(keep, error):
         assert [mount["persist"]["keep"] for mount in result["policy"]["entries"] if mount.get("persist")] == [keep]
 
 
-@pytest.mark.parametrize("python3, rsync, systemd, warned", [
-    (False, False, True, True), (True, False, True, False), (False, True, True, False), (True, True, True, False),
-    (False, False, False, False)])
-def test_a_host_without_python3_or_rsync_is_told_its_syncs_copy_everything(python3, rsync, systemd, warned):
+@pytest.mark.parametrize("python3, systemd, refused", [(False, True, True), (True, True, False), (False, False, False)])
+def test_a_host_without_python3_is_refused_persist(python3, systemd, refused):
+    """The persist helper is a Python program (issue 41): without python3 its units could not run it."""
     entries = [{"path": "/srv/cache", "size": "1G", "persist": {"backing": "/var/lib/ramdisk-backing/cache"}},
                {"path": "/srv/plain", "size": "1G"}]
-    result = plan(entries, view=FakeView(python3=python3, rsync=rsync, systemd=systemd))
-    found = [warning for warning in result["warnings"] if "nor rsync is installed" in warning]
-    if warned:
-        assert result["errors"] == []
-        assert found == ["Host h1: neither python3 nor rsync is installed, so each sync of /srv/cache copies the whole "
-                         "mount instead of what changed since the last copy. Install python3 (Debian package python3) "
-                         "for syncs that write only the changes."]
+    result = plan(entries, view=FakeView(python3=python3, rsync=False, systemd=systemd))
+    found = [error for error in result["errors"] if "has no python3" in error]
+    if refused:
+        assert found == ["Host h1: ramdisk_mounts[0].persist is set, but this host has no python3, which the "
+                         "persist units run their helper with at boot and at shutdown. Install python3 (Debian "
+                         "package python3), or set persist: null here."]
     else:
         assert found == []

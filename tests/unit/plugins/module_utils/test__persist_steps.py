@@ -17,12 +17,16 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _trust
 from ansible_collections.ramdisk.provision.plugins.module_utils._dry_run import mark_todo
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import conf_text, unit_texts
-from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import _read_current, delta_helper_text
+from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps import (
+    _read_current,
+    delta_helper_text,
+    persist_helper_text,
+)
 
 # host is a fixture that persist_host builds on.
 from test__executor import Recorder, entry, host  # noqa: F401 # pylint: disable=unused-import
 
-HELPER = "#!/bin/sh\n# the helper\n"
+HELPER = persist_helper_text()
 
 
 @pytest.fixture
@@ -49,7 +53,7 @@ class Systemd(Recorder):
     def __init__(self, units=None, **kwargs):
         super().__init__(**kwargs)
         self.units = units or {}
-        self.persist_helper = HELPER
+        self.persist_helper = None
 
     def _run(self, argv):
         self.calls.append(" ".join(argv))
@@ -214,14 +218,11 @@ def test_the_plan_skips_a_settled_persisted_mount_and_not_one_whose_helper_chang
     plan = {"tmpfs": [dict(item, todo=True)], "ramfs": [], "zram": [], "brd": {}}
     assert mark_todo(plan, checking(units), {}, False) is False
     assert plan["tmpfs"][0]["todo"] is False
-    ex = checking(units)
-    ex.persist_helper = HELPER + "# a newer helper\n"
+    # An older helper installed (persist.sh's text, say): the run installs this one.
+    with open(paths.PERSIST_HELPER, "w") as handle:
+        handle.write("#!/bin/sh\n# the helper before\n")
     plan["tmpfs"][0]["todo"] = True
-    assert mark_todo(plan, ex, {}, False) is True and plan["tmpfs"][0]["todo"] is True
-    # Without the helper's text the plan cannot tell: ramdisk_apply runs.
-    ex = checking(units)
-    ex.persist_helper = None
-    assert mark_todo(plan, ex, {}, False) is True
+    assert mark_todo(plan, checking(units), {}, False) is True and plan["tmpfs"][0]["todo"] is True
 
 
 def test_the_plan_counts_as_to_do_what_the_dry_run_refuses_and_a_persisted_zram_mount(persist_host):

@@ -1,20 +1,23 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The persist helper (roles/mount/files/persist.sh), its host paths pointed at the test's directories, run against
-directories.
+"""The persist helper (plugins/module_utils/_persist_helper.py), its host paths pointed at the test's directories,
+run against directories as the program the units run.
 
-mountpoint and stat -f are stood in for (the mount is a plain directory here, and the test's temporary
-directory may itself be a tmpfs); every other command is the real one. Without rsync is shown by a PATH of links
-to every other program. The copy errors are real ones where the kernel makes them on demand: a full tmpfs in a
-private mount namespace, a file deleted while rsync copies, a file the helper may not read once it lacks the
-capabilities that let root read anything.
+The mount-point and RAM file system checks are stood in for where the mount is a plain directory (the test's
+temporary directory may itself be a tmpfs); systemctl and journalctl are stood in for by scripts on PATH, as the
+program runs them by name. The copy errors are real ones where the kernel makes them on demand: a full tmpfs in a
+private mount namespace, a file deleted while the sync is held at the engine's kill point, a file the helper may
+not read once it lacks the capabilities that let root read anything. The mount tests (a remount, a nested mount)
+run in private mount namespaces (unshare).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
 import shutil
+import signal
 import stat
 import struct
 import subprocess
@@ -23,28 +26,40 @@ import time
 
 import pytest
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_helper as program
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, tree_digest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-HELPER = os.path.join(REPO_ROOT, "roles", "mount", "files", "persist.sh")
+PROGRAM = os.path.join(REPO_ROOT, "plugins", "module_utils", "_persist_helper.py")
+DELTA = os.path.join(REPO_ROOT, "plugins", "module_utils", "_persist_delta.py")
 TOKEN = "srv-data-12345678"
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or not all(shutil.which(tool) for tool in ("flock", "awk", "sync", "cp")),
-    reason="the helper runs on Linux with coreutils and util-linux",
-)
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the helper runs on Linux")
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
-needs_rsync = pytest.mark.skipif(not shutil.which("rsync"), reason="rsync is not installed here")
 needs_root = pytest.mark.skipif(not ROOT, reason="needs root")
+needs_unshare = pytest.mark.skipif(not ROOT or not shutil.which("unshare"), reason="needs root and unshare")
 
-
-DELTA = os.path.join(REPO_ROOT, "plugins", "module_utils", "_persist_delta.py")
+# The program as the host runs it (loaded by path, so that it loads its engine from the path given, as it loads
+# persist-delta.py beside it on the host), its places and its two host checks set from the test's files.
+WRAPPER = """import importlib.util, json, os, sys
+root = %(root)r
+spec = importlib.util.spec_from_file_location("persist_helper", %(program)r)
+helper = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(helper)
+helper.PLACES.update(json.load(open(os.path.join(root, "places.json"))))
+fakes = json.load(open(os.path.join(root, "fakes.json"))) if os.path.exists(os.path.join(root, "fakes.json")) else {}
+if "mount_point" in fakes:
+    helper.is_mount_point = lambda path: fakes["mount_point"]
+if "fs_type" in fakes:
+    helper.fs_type = lambda path: fakes["fs_type"]
+sys.exit(helper.main())
+"""
 
 
 class Helper(object):
-    """The helper with its host paths in ROOT; its copy (persist-delta.py) installed only with DELTA."""
+    """The helper with its host paths in ROOT."""
 
-    def __init__(self, root, delta=False):
+    def __init__(self, root):
         self.root = root
         self.mount = root / "mount"
         self.backing = root / "backing"
@@ -52,41 +67,36 @@ class Helper(object):
         self.bin = root / "bin"
         for directory in (self.mount, self.backing, self.bin, root / "conf"):
             directory.mkdir()
-        places = {"conf_dir": root / "conf", "state_dir": self.state, "status_dir": root / "status",
-                  "metrics_collector": root / "collector.py",
-                  "delta_helper": DELTA if delta else root / "persist-delta.py"}
-        with open(HELPER, encoding="utf-8") as handle:
-            script = handle.read()
-        for name, place in places.items():
-            script, count = re.subn(r"(?m)^%s=.*$" % name, "%s=%s" % (name, place), script)
-            assert count == 1, name
+        places = {"conf_dir": str(root / "conf"), "state_dir": str(self.state), "status_dir": str(root / "status"),
+                  "metrics_collector": str(root / "collector.py"), "engine": DELTA}
+        (root / "places.json").write_text(json.dumps(places), encoding="utf-8")
+        self.fake(mount_point=True, fs_type="disk")
         self.script = root / "persist"
-        self.script.write_text(script, encoding="utf-8")
+        self.script.write_text("#!%s\n" % sys.executable + WRAPPER % {"root": str(root), "program": PROGRAM},
+                               encoding="utf-8")
         self.script.chmod(0o755)
         self.conf = root / "conf" / ("%s.conf" % TOKEN)
         self.configure()
-        self.stub("mountpoint", "exit 0")
-        self.stub("stat", 'echo ext2/ext3')
         self.path = [str(self.bin), os.environ.get("PATH", "/usr/bin:/bin")]
 
-    def configure(self, keep=None):
+    def fake(self, **checks):
+        """The host checks stood in for (mount_point, fs_type); None: the real one."""
+        path = self.root / "fakes.json"
+        fakes = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        for name, value in checks.items():
+            if value is None:
+                fakes.pop(name, None)
+            else:
+                fakes[name] = value
+        path.write_text(json.dumps(fakes), encoding="utf-8")
+
+    def configure(self, keep=None, services=None, stop=False):
         text = "MOUNT=%s\nBACKING=%s\n" % (self.mount, self.backing)
         if keep is not None:
             text += "KEEP=%s\n" % keep
+        if services is not None:
+            text += "SERVICES='%s'\nSTOP_SERVICES=%d\n" % (services, 1 if stop else 0)
         self.conf.write_text(text, encoding="utf-8")
-
-    def hide_rsync(self):
-        """PATH without rsync: links to every other program of the PATH the test runs with."""
-        farm = self.root / "no-rsync"
-        farm.mkdir()
-        for directory in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep):
-            if not os.path.isdir(directory):
-                continue
-            for name in os.listdir(directory):
-                target = os.path.join(directory, name)
-                if name != "rsync" and not (farm / name).exists() and os.access(target, os.X_OK):
-                    (farm / name).symlink_to(target)
-        self.path = [str(self.bin), str(farm)]
 
     def stub(self, name, body):
         path = self.bin / name
@@ -96,9 +106,23 @@ class Helper(object):
     def env(self):
         return dict(os.environ, PATH=os.pathsep.join(self.path))
 
-    def run(self, command, token=TOKEN, wrap=(), env=None):
-        return subprocess.run(list(wrap) + [str(self.script), command, token], env=dict(self.env(), **(env or {})),
+    def run(self, *args, token=TOKEN, wrap=(), env=None):
+        argv = list(args) if len(args) != 1 else [args[0], token]
+        return subprocess.run(list(wrap) + [str(self.script)] + argv, env=dict(self.env(), **(env or {})),
                               capture_output=True, text=True, check=False)
+
+    def held(self, step, env=None):
+        """A sync stopped (SIGSTOP) at the engine's kill point STEP; returns the process, once it is stopped there."""
+        run = subprocess.Popen([str(self.script), "sync", TOKEN], env=dict(self.env(), PERSIST_DELTA_KILL_AT=step,
+                                                                           PERSIST_DELTA_KILL_SIGNAL="SIGSTOP",
+                                                                           **(env or {})),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while _state(run.pid) != "T":
+            assert time.monotonic() < deadline and run.poll() is None, "the sync never reached %s: %s" % (
+                step, run.communicate()[1] if run.poll() is not None else "")
+            time.sleep(0.01)
+        return run
 
     def status(self):
         path = self.root / "status" / ("%s.status" % TOKEN)
@@ -107,6 +131,16 @@ class Helper(object):
     def snapshots(self):
         return [name for name in self.entries() if name.startswith("snap-")]
 
+    def reverse_deltas(self):
+        state = self.backing / ".persist-delta"
+        return sorted(name for name in os.listdir(state) if name.startswith("undo-")) if state.exists() else []
+
+    def mark_partial(self):
+        """The mark a restore cut short leaves: in the state directory, bound to this mount's identity."""
+        self.state.mkdir(exist_ok=True)
+        marker = self.state / ("%s.partial" % TOKEN)
+        marker.write_text(json.dumps(program.identity(str(self.mount))), encoding="utf-8")
+
     @property
     def current(self):
         link = self.backing / "current"
@@ -114,6 +148,23 @@ class Helper(object):
 
     def entries(self):
         return sorted(os.listdir(self.backing))
+
+
+def _state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
+def resume(run, sig=None):
+    """Let a held sync go on (after SIG, delivered as it wakes); returns (exit status, stderr)."""
+    if sig is not None:
+        os.killpg(run.pid, sig)
+    os.killpg(run.pid, signal.SIGCONT)
+    _out, err = run.communicate(timeout=60)
+    return run.returncode, err
 
 
 def tree(root):
@@ -165,15 +216,16 @@ def test_first_sync_makes_current(helper):
     result = helper.run("sync")
     assert result.returncode == 0, result.stderr
     assert helper.current.startswith("snap-")
-    assert helper.entries() == ["current", helper.current]
+    assert helper.entries() == [".persist-delta", "current", helper.current]
     assert tree(helper.backing / "current") == tree(helper.mount)
     assert (helper.state / ("%s.restored" % TOKEN)).exists()
+    assert stat.S_IMODE(helper.state.stat().st_mode) == 0o700
     status = helper.status()
     assert status["RESULT"] == "ok" and status["LAST_OK_SNAPSHOT"] == helper.current
-    assert status["COPY"] == "full"
-    assert status["COPY_TOOL"] == ("rsync" if shutil.which("rsync") else "cp")
-    # Nothing to link to: all of the copy is written.
+    assert (status["COPY"], status["COPY_TOOL"]) == ("full", "persist-delta")
+    # Nothing to share with: all of the copy is written.
     assert int(status["LAST_OK_WRITTEN_BYTES"]) == int(status["LAST_OK_BYTES"]) == du(helper.backing / helper.current)
+    assert int(status["LAST_OK_BACKING_BYTES"]) == du(helper.backing)
 
 
 def test_restore_fills_an_empty_mount(helper):
@@ -187,11 +239,12 @@ def test_restore_fills_an_empty_mount(helper):
     assert result.returncode == 0, result.stderr
     assert "restored" in result.stderr
     assert tree(helper.mount) == dict(expected, **{"lost+found": tree(helper.root)["mount/lost+found"]})
-    assert not (helper.mount / ".ramdisk-persist-partial").exists()
+    assert not (helper.state / ("%s.partial" % TOKEN)).exists()
+    assert os.listdir(helper.state) and not [name for name in os.listdir(helper.mount) if "persist" in name]
 
 
 def test_restore_into_a_setgid_root_keeps_the_modes_of_the_copy(helper):
-    # A mount made with mode=2750: every directory cp makes in it would inherit the bit, which the copy lacks.
+    # A mount made with mode=2750: every directory a copy makes in it would inherit the bit, which the copy lacks.
     fill(helper.mount, {"d/deeper/f": "1"})
     for path, mode in ((helper.mount / "d" / "deeper", 0o750), (helper.mount / "d", 0o750), (helper.mount, 0o2750)):
         path.chmod(mode)
@@ -220,21 +273,42 @@ def test_restore_cut_short_is_done_again(helper):
     expected = tree(helper.mount)
     (helper.mount / "b").unlink()
     (helper.mount / "half-copied").write_text("x", encoding="utf-8")
-    (helper.mount / ".ramdisk-persist-partial").write_text("", encoding="utf-8")
+    helper.mark_partial()
     result = helper.run("restore")
     assert result.returncode == 0, result.stderr
     assert "cut short" in result.stderr
     assert tree(helper.mount) == expected
+    assert not (helper.state / ("%s.partial" % TOKEN)).exists()
 
 
 def test_sync_refuses_a_mount_cut_short(helper):
     fill(helper.mount, {"a": "1"})
     assert helper.run("sync").returncode == 0
-    (helper.mount / ".ramdisk-persist-partial").write_text("", encoding="utf-8")
-    before = helper.current
+    helper.mark_partial()
+    before = tree(helper.backing / "current")
+    (helper.mount / "a").write_text("half", encoding="utf-8")
     result = helper.run("sync")
     assert result.returncode == 1 and "restore cut short" in result.stderr
-    assert helper.current == before
+    assert tree(helper.backing / "current") == before
+
+
+@pytest.mark.parametrize("name", [".ramdisk-persist-partial", "srv-data-12345678.partial", ".persist-delta"])
+def test_a_name_a_user_plants_in_the_mount_root_is_data_and_nothing_else(helper, name):
+    """Issue 41: the partial-restore marker lived in the mount root, which a user may write (tmp is 1777): a
+    planted one made every sync refuse and the next restore empty the mount. Now such a name is only data."""
+    fill(helper.mount, {"a": "1"})
+    assert helper.run("sync").returncode == 0
+    (helper.mount / name).write_text("planted by a user", encoding="utf-8")
+    (helper.mount / "a").write_text("2", encoding="utf-8")
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    assert (helper.backing / "current" / "a").read_text(encoding="utf-8") == "2"
+    assert (helper.backing / "current" / name).read_text(encoding="utf-8") == "planted by a user"
+    # The next restore of a mount that holds data keeps it all.
+    result = helper.run("restore")
+    assert result.returncode == 0, result.stderr
+    assert "cut short" not in result.stderr
+    assert (helper.mount / "a").read_text(encoding="utf-8") == "2" and (helper.mount / name).exists()
 
 
 def test_restore_without_a_copy_fails(helper):
@@ -244,7 +318,7 @@ def test_restore_without_a_copy_fails(helper):
     assert not (helper.state / ("%s.restored" % TOKEN)).exists()
 
 
-@pytest.mark.parametrize("marker", [None, "999 0:99"])
+@pytest.mark.parametrize("marker", [None, "999 0:99", '{"unique": 1, "token": null, "mountinfo": ""}'])
 def test_sync_of_a_mount_not_restored_is_refused(helper, marker):
     fill(helper.mount, {"a": "backed up"})
     assert helper.run("sync").returncode == 0
@@ -259,6 +333,21 @@ def test_sync_of_a_mount_not_restored_is_refused(helper, marker):
     assert result.returncode == 3
     assert "the backing copy is the newer one" in result.stderr
     assert (helper.current, tree(helper.backing / "current")) == before
+    status = helper.status()
+    assert status["RESULT"] == "refused" and "was not restored" in status["REASON"]
+
+
+@needs_root
+def test_a_mount_whose_token_changed_is_refused(helper):
+    """The token on the mount root, which only root sets: another token (another mount's) is not the restored one."""
+    fill(helper.mount, {"a": "1"})
+    assert helper.run("sync").returncode == 0
+    try:
+        os.setxattr(helper.mount, program.XATTR, b"another mount")
+    except OSError:
+        pytest.skip("no trusted xattrs on this file system")
+    result = helper.run("sync")
+    assert result.returncode == 3, result.stderr
 
 
 def test_empty_mount_is_not_synced_over_data(helper):
@@ -270,133 +359,109 @@ def test_empty_mount_is_not_synced_over_data(helper):
     assert (helper.backing / "current" / "a").read_text(encoding="utf-8") == "1"
 
 
-def test_sync_switches_current_and_cleans_up(helper):
+def test_sync_writes_in_place_and_cleans_up(helper):
     fill(helper.mount, {"a": "1"})
     assert helper.run("sync").returncode == 0
     first = helper.current
     (helper.backing / ".new-crashed").mkdir()
+    (helper.backing / ".new-crashed" / "x").write_text("left", encoding="utf-8")
     (helper.backing / ".current-crashed").symlink_to(first)
     (helper.mount / "a").write_text("2", encoding="utf-8")
     result = helper.run("sync")
     assert result.returncode == 0, result.stderr
-    assert helper.current != first
-    # KEEP unset: the current copy and the one before it.
-    assert helper.entries() == ["current", first, helper.current]
+    assert helper.current == first
+    assert helper.entries() == [".persist-delta", "current", first]
     assert (helper.backing / "current" / "a").read_text(encoding="utf-8") == "2"
-    assert (helper.backing / first / "a").read_text(encoding="utf-8") == "1"
+    # KEEP unset: the current copy and one reverse delta, which holds the copy before.
+    assert helper.reverse_deltas() == ["undo-1"]
+    assert (helper.backing / ".persist-delta" / "undo-1" / "0").read_text(encoding="utf-8") == "1"
 
 
-@needs_rsync
-def test_a_sync_links_what_did_not_change(helper):
-    fill(helper.mount, {"same": "s" * 5000, "d/same": "kept", "rewritten": "old!", "removed": "r", "chmodded": "c"})
-    os.utime(helper.mount / "rewritten", ns=(10**18, 10**18 + 100))
-    assert helper.run("sync").returncode == 0
-    first = helper.current
-    # Same size, same second, another nanosecond: rsync's default quick check would take it for unchanged.
-    (helper.mount / "rewritten").write_text("new!", encoding="utf-8")
-    os.utime(helper.mount / "rewritten", ns=(10**18, 10**18 + 200))
-    (helper.mount / "removed").unlink()
-    (helper.mount / "added").write_text("a" * 9000, encoding="utf-8")
-    (helper.mount / "chmodded").chmod(0o600)
-    result = helper.run("sync")
-    assert result.returncode == 0, result.stderr
-    old, new = helper.backing / first, helper.backing / "current"
-    assert tree(new) == tree(helper.mount)
-    assert tree(old)["rewritten"][2] == b"old!" and tree(old)["chmodded"][1] == 0o644
-    for name in ("same", "d/same"):
-        assert (old / name).stat().st_ino == (new / name).stat().st_ino, name
-    for name in ("rewritten", "chmodded"):
-        assert (old / name).stat().st_ino != (new / name).stat().st_ino, name
-    status = helper.status()
-    assert (status["COPY"], status["COPY_TOOL"]) == ("incremental", "rsync")
-    written = int(status["LAST_OK_WRITTEN_BYTES"])
-    assert written == du_new(old, helper.backing / helper.current)
-    assert 0 < written < int(status["LAST_OK_BYTES"])
-    assert int(status["LAST_OK_BACKING_BYTES"]) == du(helper.backing)
-    assert "incremental copy, %d bytes written" % written in result.stderr
-
-
-@needs_rsync
-@pytest.mark.parametrize("how", ["status", "no status", "keep 1"])
-def test_the_bytes_written_are_what_the_new_copy_does_not_share(helper, how):
-    """From the previous copy's recorded size and one walk (status), or from a walk of both copies (no status, or
-    a previous copy that goes at once)."""
+def test_the_bytes_written_are_the_changes_and_the_record(helper):
     fill(helper.mount, {"d%d/f" % n: "x" * 5000 for n in range(20)})
     assert helper.run("sync").returncode == 0
-    first = helper.current
-    # Links to the first copy's files, kept here so they can be compared once that copy is gone.
-    reference = helper.root / "reference"
-    subprocess.run(["cp", "-al", str(helper.backing / first), str(reference)], check=True)
-    if how == "no status":
-        (helper.root / "status" / ("%s.status" % TOKEN)).unlink()
-    elif how == "keep 1":
-        helper.configure(1)
     fill(helper.mount, {"d3/f": "y" * 7000, "d4/new": "z" * 100})
     os.chmod(helper.mount / "d5" / "f", 0o600)
     result = helper.run("sync")
     assert result.returncode == 0, result.stderr
     status = helper.status()
-    assert int(status["LAST_OK_WRITTEN_BYTES"]) == du_new(reference, helper.backing / helper.current)
+    assert (status["COPY"], status["COPY_TOOL"]) == ("incremental", "persist-delta")
+    assert 0 < int(status["LAST_OK_WRITTEN_BYTES"]) < 40000
     assert int(status["LAST_OK_BYTES"]) == du(helper.backing / helper.current)
     assert int(status["LAST_OK_BACKING_BYTES"]) == du(helper.backing)
-    assert helper.snapshots() == ([helper.current] if how == "keep 1" else [first, helper.current])
+    assert "in place, %s bytes written" % status["LAST_OK_WRITTEN_BYTES"] in result.stderr
 
 
-@pytest.mark.parametrize("keep, left", [(2, ["previous", "new"]), (3, ["previous", "new", "snap-29991231T000000.000000000Z"])])
-def test_the_previous_copy_stays_whatever_its_name_says(helper, keep, left):
-    """A clock set back makes the new copy's name older than others: the copies kept are still the new one and
-    the one it follows, and the others go oldest name first."""
+@pytest.mark.parametrize("keep, left", [(2, ["current"]), (3, ["current", "snap-29991231T000000.000000000Z"])])
+def test_the_current_copy_stays_whatever_its_name_says(helper, keep, left):
+    """A clock set back makes the copy's name older than others: current's copy stays, the others go oldest name
+    first, each reverse delta counted among the copies kept."""
     helper.configure(keep)
     fill(helper.mount, {"a": "1"})
     assert helper.run("sync").returncode == 0
-    previous = helper.current
+    first = helper.current
     for stray in ("snap-19700101T000000.000000000Z", "snap-29991231T000000.000000000Z"):
         (helper.backing / stray).mkdir()
     (helper.mount / "a").write_text("2", encoding="utf-8")
     assert helper.run("sync").returncode == 0
-    names = {"previous": previous, "new": helper.current}
-    assert helper.snapshots() == sorted(names.get(name, name) for name in left)
+    assert helper.snapshots() == sorted(first if name == "current" else name for name in left)
 
 
 @pytest.mark.parametrize("keep, syncs, kept", [(1, 3, 1), (None, 3, 2), (3, 5, 3), (4, 2, 2), ("lots", 3, 2)])
 def test_keep_sets_how_many_copies_stay(helper, keep, syncs, kept):
     helper.configure(keep)
-    made = []
     for number in range(syncs):
         (helper.mount / "n").write_text(str(number), encoding="utf-8")
         result = helper.run("sync")
         assert result.returncode == 0, result.stderr
-        made.append(helper.current)
-    assert helper.snapshots() == made[-kept:]
-    assert helper.current == made[-1]
-    for name, number in zip(made[-kept:], range(syncs - kept, syncs)):
-        assert (helper.backing / name / "n").read_text(encoding="utf-8") == str(number)
+    assert len(helper.snapshots()) == 1
+    # current and KEEP-1 reverse deltas: each older copy restores as it was.
+    assert len(helper.reverse_deltas()) == kept - 1
+    for back in range(kept):
+        listed = helper.run("list").stdout.split()
+        assert listed[3 * back] == str(back)
+    for back in range(1, kept):
+        target = helper.root / ("back-%d" % back)
+        shutil.rmtree(helper.mount)
+        helper.mount.mkdir()
+        result = helper.run("restore-back", str(back), TOKEN)
+        assert result.returncode == 0, result.stderr
+        assert (helper.mount / "n").read_text(encoding="utf-8") == str(syncs - 1 - back), target
     if keep == "lots":
         assert "KEEP=lots" in result.stderr and "keeping 2 copies" in result.stderr
 
 
-def test_without_rsync_a_sync_copies_everything(helper):
-    helper.hide_rsync()
+def test_restore_back_refuses_a_mount_that_holds_data_and_a_generation_not_kept(helper):
+    fill(helper.mount, {"n": "0"})
+    assert helper.run("sync").returncode == 0
+    (helper.mount / "n").write_text("1", encoding="utf-8")
+    assert helper.run("sync").returncode == 0
+    result = helper.run("restore-back", "1", TOKEN)
+    assert result.returncode == 1 and "holds data: empty it first" in result.stderr
+    shutil.rmtree(helper.mount)
+    helper.mount.mkdir()
+    result = helper.run("restore-back", "2", TOKEN)
+    assert result.returncode == 1 and "keeps no reverse delta" in result.stderr
+
+
+def test_return_copies_current_into_a_directory_on_disk(helper):
     fill(helper.mount, {"a": "1", "d/b": "2"})
     assert helper.run("sync").returncode == 0
-    first = helper.current
-    (helper.mount / "a").write_text("changed", encoding="utf-8")
-    result = helper.run("sync")
+    disk = helper.root / "disk"
+    fill(disk, {"stale": "before persist"})
+    # A directory that holds anything is refused and left as it is: the data returns only into a new one.
+    refused = helper.run("return", TOKEN, str(disk))
+    assert refused.returncode != 0 and "is not empty" in refused.stderr, refused.stderr
+    assert tree(disk) == {"stale": "before persist"} or (disk / "stale").read_text() == "before persist"
+    fresh = helper.root / "fresh"
+    result = helper.run("return", TOKEN, str(fresh))
     assert result.returncode == 0, result.stderr
-    assert "rsync is not installed" in result.stderr
-    assert tree(helper.backing / "current") == tree(helper.mount)
-    assert (helper.backing / first / "d" / "b").stat().st_ino != (helper.backing / "current" / "d" / "b").stat().st_ino
-    status = helper.status()
-    assert (status["COPY"], status["COPY_TOOL"]) == ("full", "cp")
-    assert status["LAST_OK_WRITTEN_BYTES"] == status["LAST_OK_BYTES"]
+    assert tree(fresh) == tree(helper.backing / "current")
 
 
-@pytest.mark.parametrize("tool", [pytest.param("rsync", marks=needs_rsync), "cp"])
-def test_the_copies_keep_what_cp_a_keeps(helper, tool):
+def test_the_copies_keep_what_cp_a_keeps(helper):
     """Owners by number, modes (setgid root, sticky), times to the nanosecond, hard links, ACLs, xattrs, holes,
-    devices, fifos and symlinks: in the first copy, and in a copy made by linking to it."""
-    if tool == "cp":
-        helper.hide_rsync()
+    devices, fifos and symlinks: in the first copy, and in current after a sync in place."""
     root = helper.mount
     fill(root, {"data/file": "x" * 3000, "data/other": "y", "public/tmpfile": "t"})
     os.link(root / "data" / "file", root / "data" / "hardlink")
@@ -414,6 +479,8 @@ def test_the_copies_keep_what_cp_a_keeps(helper, tool):
         os.chown(root, 4321, 8765)
         os.mknod(root / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
     xattrs = _set_xattrs(root / "data" / "other")
+    dir_xattrs = _set_xattrs(root / "public")
+    (root / "public").chmod(0o1777)
     root.chmod(0o2750)
     for path in (root / "data" / "other", root / "data", root):
         os.utime(path, ns=(1_700_000_000_123_456_789, 1_700_000_000_987_654_321))
@@ -425,17 +492,18 @@ def test_the_copies_keep_what_cp_a_keeps(helper, tool):
         assert (copy / "data" / "file").stat().st_ino == (copy / "data" / "hardlink").stat().st_ino
         assert (copy / "sparse").stat().st_blocks * 512 < 1024 * 1024
         assert sorted(os.listxattr(copy / "data" / "other")) == sorted(xattrs)
+        assert sorted(os.listxattr(copy / "public")) == sorted(dir_xattrs)
 
-    assert helper.run("sync").returncode == 0
-    first = helper.current
-    same(helper.backing / first)
+    result = helper.run("sync")
+    assert result.returncode == 0, result.stderr
+    same(helper.backing / helper.current)
     (root / "public" / "tmpfile").write_text("t2", encoding="utf-8")
     os.utime(root / "public", ns=(1_700_000_000_000_000_001, 1_700_000_000_000_000_002))
     os.utime(root, ns=(1_700_000_000_123_456_789, 1_700_000_000_987_654_321))
     result = helper.run("sync")
     assert result.returncode == 0, result.stderr
     same(helper.backing / helper.current)
-    assert helper.status()["COPY_TOOL"] == tool
+    assert helper.status()["COPY_TOOL"] == "persist-delta"
 
 
 def _set_xattrs(path):
@@ -466,7 +534,7 @@ def failed_sync_left_current(helper, result, before, last_ok):
     assert not [name for name in helper.entries() if name.startswith((".new-", ".current-"))]
     status = helper.status()
     assert (status["RESULT"], status["EXIT"]) == ("failed", "1")
-    assert status["LAST_OK_SNAPSHOT"] == last_ok == "snap-" + before[0][len("snap-"):]
+    assert status["LAST_OK_SNAPSHOT"] == last_ok == before[0]
 
 
 def first_sync(helper, files):
@@ -475,42 +543,11 @@ def first_sync(helper, files):
     return (helper.current, tree(helper.backing / "current")), helper.status()["LAST_OK_SNAPSHOT"]
 
 
-def test_a_cp_that_fails_half_way_leaves_current_whole(helper):
-    helper.hide_rsync()
-    before, last_ok = first_sync(helper, {"a": "1", "b": "2"})
-    (helper.mount / "a").write_text("changed", encoding="utf-8")
-    # cp dies half-way through the new copy, as on a full disk or a crash.
-    helper.stub("cp", 'for last; do :; done; mkdir -p "$last"; echo partial > "$last/a"; exit 1')
-    result = helper.run("sync")
-    failed_sync_left_current(helper, result, before, last_ok)
-    assert "cp exit status 1" in result.stderr
-    (helper.bin / "cp").unlink()
-    assert helper.run("sync").returncode == 0
-    assert (helper.backing / "current" / "a").read_text(encoding="utf-8") == "changed"
-
-
-@needs_rsync
-@pytest.mark.parametrize("code", [23, 24, 11])
-def test_an_rsync_that_fails_half_way_leaves_current_whole(helper, code):
-    before, last_ok = first_sync(helper, {"a": "1", "b": "2"})
-    (helper.mount / "a").write_text("changed", encoding="utf-8")
-    # 24: some files vanished (only a warning to rsync, a failed sync here); 23: some could not be read; 11: I/O.
-    helper.stub("rsync", '[ "$1" != --version ] || exec %s --version\n'
-                         'for last; do :; done; mkdir -p "$last"; echo partial > "$last/a"; exit %d'
-                % (shutil.which("rsync"), code))
-    result = helper.run("sync")
-    failed_sync_left_current(helper, result, before, last_ok)
-    assert "rsync exit status %d" % code in result.stderr
-
-
-@needs_rsync
 @needs_root
 @pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare")
 def test_a_full_backing_fails_the_sync(helper):
     """ENOSPC for real: the backing is a 1 MiB tmpfs, mounted in a private mount namespace only."""
     fill(helper.mount, {"small": "s" * 1000})
-    (helper.mount / "big").write_bytes(os.urandom(2 * 1024 * 1024))
-    (helper.mount / "big").unlink()
     script = (
         'set -u; mount -t tmpfs -o size=1m ramdisk-test "$1" || exit 99; shift\n'
         '"$@" sync %s; echo "first=$?"\n'
@@ -528,46 +565,38 @@ def test_a_full_backing_fails_the_sync(helper):
     assert "No space left on device" in out and "is unchanged" in out
     first = re.search(r"^current=(snap-\S+)$", out, re.M).group(1)
     listing = out.split("current=", 1)[1].splitlines()[1:-1]
-    assert sorted(listing) == ["current", first]
+    assert sorted(listing) == [".persist-delta", "current", first]
     assert "files=small" in out
     assert not os.path.ismount(helper.backing) and helper.entries() == []
     status = helper.status()
     assert (status["RESULT"], status["LAST_OK_SNAPSHOT"]) == ("failed", first)
 
 
-@needs_rsync
-def test_a_file_that_vanishes_while_rsync_copies_fails_the_sync(helper, tmp_path):
+def test_a_file_that_vanishes_while_the_sync_copies_fails_the_sync(helper, tmp_path):
     """Seen everywhere (shows_failed_everywhere): the status, the collector's metrics, ramdisk-status, the alert."""
     config = with_collector(helper)
     before, last_ok = first_sync(helper, {"a": "1", "zz-vanishes": "soon gone"})
     assert persist_samples(helper)["ramdisk_persist_last_success"] == 1
     (helper.mount / "a").write_bytes(os.urandom(256 * 1024))
-    # Changed, so rsync must read it (an unchanged file is linked to the earlier copy without being opened).
     (helper.mount / "zz-vanishes").write_text("changed, then gone", encoding="utf-8")
-    # A slow rsync (128 KiB/s): "a" takes 2 s, and "zz-vanishes", in its list already, is deleted meanwhile.
-    helper.stub("rsync", 'exec %s --bwlimit=128 "$@"' % shutil.which("rsync"))
-    run = subprocess.Popen([str(helper.script), "sync", TOKEN], env=helper.env(), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 10
-    while not any(name.startswith(".a.") or name == "a" for new in helper.backing.glob(".new-*")
-                  for name in os.listdir(new)):
-        assert time.monotonic() < deadline and run.poll() is None, "rsync never began copying 'a'"
-        time.sleep(0.005)
+    # Held after its plan: the changed file, in the plan already, is deleted before it is copied.
+    run = helper.held("planned")
     (helper.mount / "zz-vanishes").unlink()
-    out, err = run.communicate(timeout=60)
-    result = subprocess.CompletedProcess(run.args, run.returncode, out, err)
+    code, err = resume(run)
+    result = subprocess.CompletedProcess(run.args, code, "", err)
     failed_sync_left_current(helper, result, before, last_ok)
-    assert "vanished" in err and "rsync exit status 24" in err
+    assert "No such file or directory" in err
     shows_failed_everywhere(helper, config, before, last_ok, tmp_path)
 
 
 @needs_root
 @pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv")
-@pytest.mark.parametrize("tool", [pytest.param("rsync", marks=needs_rsync), "cp"])
-def test_a_file_the_helper_cannot_read_fails_the_sync(helper, tool):
-    if tool == "cp":
-        helper.hide_rsync()
-    before, last_ok = first_sync(helper, {"a": "1"})
+@pytest.mark.parametrize("first", [True, False])
+def test_a_file_the_helper_cannot_read_fails_the_sync(helper, first):
+    if first:
+        before, last_ok = (None, {}), None
+    else:
+        before, last_ok = first_sync(helper, {"a": "1"})
     secret = helper.mount / "secret"
     secret.write_text("not for the helper", encoding="utf-8")
     os.chown(secret, 4321, 4321)
@@ -575,28 +604,34 @@ def test_a_file_the_helper_cannot_read_fails_the_sync(helper, tool):
     # Root without the capabilities that bypass file modes: what an unreadable file does to any reader.
     wrap = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search"]
     result = helper.run("sync", wrap=wrap)
-    failed_sync_left_current(helper, result, before, last_ok)
     assert "Permission denied" in result.stderr
+    if first:
+        assert result.returncode == 1 and "is unchanged" in result.stderr
+        assert helper.entries() == [".persist-delta"] and helper.status()["RESULT"] == "failed"
+    else:
+        failed_sync_left_current(helper, result, before, last_ok)
 
 
-@needs_rsync
-def test_a_sync_stopped_by_systemd_is_failed_and_leaves_no_partial_copy(helper):
-    before, last_ok = first_sync(helper, {"a": "1"})
-    (helper.mount / "a").write_bytes(os.urandom(512 * 1024))
-    helper.stub("rsync", 'exec %s --bwlimit=128 "$@"' % shutil.which("rsync"))
-    run = subprocess.Popen([str(helper.script), "sync", TOKEN], env=helper.env(), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 10
-    while not list(helper.backing.glob(".new-*")):
-        assert time.monotonic() < deadline and run.poll() is None, "no copy began"
-        time.sleep(0.005)
+@pytest.mark.parametrize("step", ["first:copied", "planned", "staged"])
+def test_a_sync_stopped_by_systemd_is_failed_and_leaves_current_whole(helper, step):
+    if step == "first:copied":
+        fill(helper.mount, {"a": "1"})
+    else:
+        before, last_ok = first_sync(helper, {"a": "1"})
+        (helper.mount / "a").write_bytes(os.urandom(512 * 1024))
+    run = helper.held(step)
     # As systemd stops a unit: TERM to every process of it.
-    os.killpg(run.pid, 15)
-    out, err = run.communicate(timeout=60)
-    assert run.returncode == 143, err
+    code, err = resume(run, signal.SIGTERM)
+    assert code == 143, err
+    if step == "first:copied":
+        assert helper.entries() == [".persist-delta"] and helper.status()["RESULT"] == "failed"
+        return
     assert (helper.current, tree(helper.backing / "current")) == before
-    assert helper.entries() == ["current", before[0]]
+    assert helper.entries() == [".persist-delta", "current", before[0]]
     assert (helper.status()["RESULT"], helper.status()["LAST_OK_SNAPSHOT"]) == ("failed", last_ok)
+    # The next sync throws away what the stopped one staged, and copies.
+    assert helper.run("sync").returncode == 0
+    assert tree(helper.backing / "current") == tree(helper.mount)
 
 
 @needs_root
@@ -605,8 +640,10 @@ def test_a_copy_that_cannot_be_removed_does_not_fail_the_sync(helper):
     helper.configure(1)
     fill(helper.mount, {"a": "1"})
     assert helper.run("sync").returncode == 0
-    first = helper.current
-    stuck = helper.backing / first / "a"
+    stray = helper.backing / "snap-19700101T000000.000000000Z"
+    stray.mkdir()
+    (stray / "a").write_text("old", encoding="utf-8")
+    stuck = stray / "a"
     if subprocess.run(["chattr", "+i", str(stuck)], capture_output=True, check=False).returncode != 0:
         pytest.skip("this file system has no immutable flag")
     try:
@@ -614,7 +651,7 @@ def test_a_copy_that_cannot_be_removed_does_not_fail_the_sync(helper):
         result = helper.run("sync")
         assert result.returncode == 0, result.stderr
         assert "the next sync tries again" in result.stderr
-        assert helper.current != first and (helper.backing / "current" / "a").read_text(encoding="utf-8") == "2"
+        assert (helper.backing / "current" / "a").read_text(encoding="utf-8") == "2"
         assert helper.status()["RESULT"] == "ok"
     finally:
         subprocess.run(["chattr", "-i", str(stuck)], check=False)
@@ -624,9 +661,11 @@ def test_a_copy_that_cannot_be_removed_does_not_fail_the_sync(helper):
 
 
 @pytest.mark.parametrize("setup, words", [
-    (lambda h: h.stub("mountpoint", "exit 1"), "is not a mount point"),
-    (lambda h: h.stub("stat", "echo tmpfs"), "is in RAM"),
+    (lambda h: h.fake(mount_point=False), "is not a mount point"),
+    (lambda h: h.fake(fs_type="tmpfs"), "is in RAM"),
     (lambda h: shutil.rmtree(h.backing), "is missing"),
+    (lambda h: (h.backing.rmdir(), (h.root / "elsewhere").mkdir(), h.backing.symlink_to(h.root / "elsewhere")),
+     "is a symbolic link"),
 ])
 def test_refuses_where_it_would_do_harm(helper, setup, words):
     fill(helper.mount, {"a": "1"})
@@ -635,13 +674,26 @@ def test_refuses_where_it_would_do_harm(helper, setup, words):
         result = helper.run(command)
         assert result.returncode == 1 and words in result.stderr, result.stderr
     assert not helper.backing.exists() or helper.entries() == []
+    assert not (helper.root / "elsewhere").exists() or os.listdir(helper.root / "elsewhere") == []
 
 
 @pytest.mark.parametrize("args, words", [(["sync", "../x"], "is not a token"), (["sync", "nope"], "is missing"),
-                                         (["dump", TOKEN], "usage")])
+                                         (["dump", TOKEN], "usage"), (["restore-back", "0", TOKEN], "1 or more"),
+                                         (["return", TOKEN], "usage")])
 def test_bad_arguments(helper, args, words):
-    result = helper.run(*args)
-    assert result.returncode in (1, 2) and words in result.stderr
+    result = helper.run(*args) if len(args) != 2 else helper.run(args[0], token=args[1])
+    assert result.returncode == (1 if words == "is missing" else 2) and words in result.stderr, result.stderr
+
+
+def test_the_conf_is_read_never_run(helper):
+    """The conf was sourced by a shell: a command in it ran as root. Now its values are parsed, and only read."""
+    proof = helper.root / "ran"
+    fill(helper.mount, {"a": "1"})
+    helper.conf.write_text("MOUNT=%s\nBACKING=%s\ntouch %s\nKEEP=$(touch %s)\n"
+                           % (helper.mount, helper.backing, proof, proof), encoding="utf-8")
+    result = helper.run("sync")
+    assert result.returncode == 0 and "is not a whole number" in result.stderr, result.stderr
+    assert not proof.exists()
 
 
 JOURNAL_FILES = {"journal/m1/system@s-1.journal": "closed", "journal/m1/system.journal": "open",
@@ -661,12 +713,13 @@ def sync_while_held(helper, rel):
                 holder.kill()
 
 
-@pytest.mark.parametrize("tool", [pytest.param("rsync", marks=needs_rsync), "cp"])
-def test_the_files_journald_writes_are_closed_first_and_left_out(helper, tool):
+@pytest.mark.parametrize("first", [True, False])
+def test_the_files_journald_writes_are_closed_first_and_left_out(helper, first):
     """journald's part is stood in for: a process that holds the active files open (its MainPID, as systemctl
     shows it), and a journalctl that records its calls. The rest is the helper's own doing."""
-    if tool == "cp":
-        helper.hide_rsync()
+    if not first:
+        # journald's directory is there from the start (its files are made in it later).
+        first_sync(helper, {"syslog": "text", "journal/m1/system@s-0.journal": "closed"})
     fill(helper.mount, JOURNAL_FILES)
     calls = helper.root / "journalctl.calls"
     helper.stub("journalctl", 'echo "$*" >>%s' % calls)
@@ -701,10 +754,10 @@ def test_a_journald_that_does_not_rotate_fails_the_sync(helper):
 
 
 # STOP_SERVICES: systemctl is stood in for by a script that keeps each unit's state in a file, logs each call, and
-# says the system is running or stopping as the test sets. The copy (rsync) notes what state the database was in
-# while it copied, and waits at a gate the test opens, so that a kill lands during the copy without timing.
+# says the system is running or stopping as the test sets. The sync is held at the engine's kill point after its
+# plan (SIGSTOP), where the test reads the units' states and lets it go on, stops it or kills it.
 
-SYSTEMCTL = r'''#!/bin/sh
+SYSTEMCTL = r"""#!/bin/sh
 units=%(units)s
 echo "$*" >>%(units)s/log
 case $1 in
@@ -716,7 +769,7 @@ case $1 in
       if [ "$verb" = start ]; then echo active >"$units/$unit"; else echo inactive >"$units/$unit"; fi
     done ;;
 esac
-'''
+"""
 
 
 class Services(object):
@@ -740,35 +793,12 @@ class Services(object):
     def state(self, unit):
         return (self.dir / unit).read_text(encoding="utf-8").strip()
 
+    def states(self):
+        return [self.state(name) for name in sorted(os.listdir(self.dir)) if name.endswith(".service")]
+
     def calls(self, verb):
         return [line.split(" -- ", 1)[1] for line in (self.dir / "log").read_text(encoding="utf-8").splitlines()
                 if line.startswith(verb + " ")]
-
-    def gate_the_copy(self):
-        """rsync (or cp) notes the units' states and waits for open_gate() before it copies."""
-        gate = self.helper.root / "gate"
-        for tool in ("rsync", "cp"):
-            real = shutil.which(tool)
-            if real:
-                self.helper.stub(tool, '[ "$1" != --version ] || exec %s --version\n'
-                                       'cat %s/*.service > %s/states-while-copying\n'
-                                       'touch %s/copying; while [ ! -e %s ]; do sleep 0.01; done\n'
-                                       '[ ! -e %s/fail-copy ] || { echo "read error" >&2; exit 23; }\nexec %s "$@"'
-                                 % (real, self.dir, self.helper.root, self.helper.root, gate, self.helper.root, real))
-
-    def open_gate(self):
-        (self.helper.root / "gate").touch()
-
-    def start_gated_sync(self):
-        self.gate_the_copy()
-        run = subprocess.Popen([str(self.helper.script), "sync", TOKEN], env=self.helper.env(),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while not (self.helper.root / "copying").exists():
-            assert time.monotonic() < deadline and run.poll() is None, "the copy never began: %s" % (
-                run.communicate()[1] if run.poll() is not None else "")
-            time.sleep(0.01)
-        return run
 
 
 def full_status(helper):
@@ -776,35 +806,22 @@ def full_status(helper):
     return parse_shell_vars((helper.root / "status" / ("%s.status" % TOKEN)).read_text(encoding="utf-8"))
 
 
-def _configure(self, keep=None, services=None, stop=False):
-    text = "MOUNT=%s\nBACKING=%s\n" % (self.mount, self.backing)
-    if keep is not None:
-        text += "KEEP=%s\n" % keep
-    if services is not None:
-        text += "SERVICES='%s'\nSTOP_SERVICES=%d\n" % (services, 1 if stop else 0)
-    self.conf.write_text(text, encoding="utf-8")
-
-
-Helper.configure = _configure
-
-
 def test_a_sync_copies_with_the_services_stopped_and_starts_them_again(helper):
     services = Services(helper, **{"db.service": "active", "stopped-by-admin.service": "inactive"})
     before = first_sync(helper, {"PG_VERSION": "15\n"})[0]
     assert services.calls("stop") == services.calls("start") == ["db.service"]
     (helper.mount / "base").write_text("rows", encoding="utf-8")
-    services.gate_the_copy()
-    services.open_gate()
-    result = helper.run("sync")
-    assert result.returncode == 0, result.stderr
-    # The copy ran with the database stopped; the unit an admin stopped was not touched.
-    assert (helper.root / "states-while-copying").read_text(encoding="utf-8").split() == ["inactive", "inactive"]
+    run = helper.held("planned")
+    # The copy runs with the database stopped; the unit an admin stopped was not touched.
+    assert services.states() == ["inactive", "inactive"]
+    code, err = resume(run)
+    assert code == 0, err
     assert services.calls("stop")[-1] == "db.service" and services.calls("start")[-1] == "db.service"
     assert "stopped-by-admin.service" not in " ".join(services.calls("stop") + services.calls("start"))
     # A stop queued meanwhile (an admin's, a shutdown's) is never reversed into a start.
     assert "start --job-mode=fail -- db.service" in (services.dir / "log").read_text(encoding="utf-8").splitlines()
     assert services.state("db.service") == "active" and services.state("stopped-by-admin.service") == "inactive"
-    assert (helper.backing / "current" / "base").read_text(encoding="utf-8") == "rows" and helper.current != before[0]
+    assert (helper.backing / "current" / "base").read_text(encoding="utf-8") == "rows" and helper.current == before[0]
     status = full_status(helper)
     assert (status["RESULT"], status["SERVICES_STOPPED"], status["SERVICES_LEFT_DOWN"]) == ("ok", "db.service", "")
     assert 0 < float(status["SERVICES_DOWN_SECONDS"]) < float(status["FINISHED"]) - float(status["STARTED"])
@@ -833,14 +850,11 @@ def test_a_sync_that_fails_or_is_stopped_starts_the_services_again(helper, how):
     services = Services(helper, **{"db.service": "active"})
     before, last_ok = first_sync(helper, {"a": "1"})
     (helper.mount / "a").write_text("2", encoding="utf-8")
-    run = services.start_gated_sync()
-    if how == "TERM":
-        os.killpg(run.pid, 15)
-    else:
-        (helper.root / "fail-copy").touch()
-    services.open_gate()
-    _out, err = run.communicate(timeout=60)
-    assert run.returncode == (143 if how == "TERM" else 1), err
+    run = helper.held("planned")
+    if how == "copy fails":
+        (helper.mount / "a").unlink()
+    code, err = resume(run, signal.SIGTERM if how == "TERM" else None)
+    assert code == (143 if how == "TERM" else 1), err
     assert (helper.current, tree(helper.backing / "current")) == before
     assert services.state("db.service") == "active" and services.calls("start")[-1] == "db.service"
     status = full_status(helper)
@@ -855,12 +869,10 @@ def test_a_sync_stopped_by_a_shutdown_leaves_the_services_stopped(helper):
     before, last_ok = first_sync(helper, {"a": "1"})
     (helper.mount / "a").write_text("2", encoding="utf-8")
     starts = services.calls("start")
-    run = services.start_gated_sync()
+    run = helper.held("planned")
     (services.dir / "system").write_text("stopping\n", encoding="utf-8")
-    os.killpg(run.pid, 15)
-    services.open_gate()
-    _out, err = run.communicate(timeout=60)
-    assert run.returncode == 143 and "shutting down: db.service stay stopped" in err, err
+    code, err = resume(run, signal.SIGTERM)
+    assert code == 143 and "shutting down: db.service stay stopped" in err, err
     assert services.state("db.service") == "inactive" and services.calls("start") == starts
     assert (helper.current, full_status(helper)["SERVICES_LEFT_DOWN"]) == (before[0], "db.service")
     assert full_status(helper)["LAST_OK_SNAPSHOT"] == last_ok
@@ -871,16 +883,14 @@ def test_a_sync_killed_outright_leaves_a_record_that_starts_the_services_again(h
     services = Services(helper, **{"db.service": "active", "app.service": "active"})
     first_sync(helper, {"a": "1"})
     starts = len(services.calls("start"))
-    run = services.start_gated_sync()
-    os.killpg(run.pid, 9)
+    (helper.mount / "a").write_text("2", encoding="utf-8")
+    run = helper.held("planned")
+    os.killpg(run.pid, signal.SIGKILL)
     run.communicate(timeout=60)
     assert (services.state("db.service"), services.state("app.service")) == ("inactive", "inactive")
     record = helper.state / ("%s.stopped" % TOKEN)
     assert record.read_text(encoding="utf-8").split() == ["db.service", "app.service"]
     # What ExecStopPost runs after a KILL, or the next sync (which then stops them for its own copy again).
-    for tool in ("rsync", "cp"):
-        if (helper.bin / tool).exists():
-            (helper.bin / tool).unlink()
     result = helper.run(then)
     assert result.returncode == 0, result.stderr
     assert "a sync was killed while it held db.service app.service stopped" in result.stderr
@@ -939,23 +949,34 @@ def persist_samples(helper):
     return found
 
 
-def alerts_on(helper, tmp_path):
-    """promtool's verdict on the rules with the collector's persist series held for 10 minutes: the
-    RamdiskPersistSyncFailed alert expected at 5m (after its 1m of pending)."""
+ALERTS = {
+    "RamdiskPersistSyncFailed": (
+        "The last sync of {path} to {backing} on h1 failed",
+        "The persist helper's last attempt to copy {path} to disk failed or was refused (a full or read-only "
+        "backing, or a mount that was not restored). The backing keeps its last complete copy."),
+    "RamdiskPersistSyncRefused": (
+        "The persist helper refused to sync {path} to {backing} on h1",
+        "{path} is not the mount the persist helper restored (it was mounted again by hand, or never restored), or "
+        "it holds nothing while the backing holds data: its contents are not written over the backing, and nothing "
+        "written there since is kept on disk. See REASON in the helper's status and ramdisk-status; restart the "
+        "persist unit to restore the mount from the backing."),
+}
+
+
+def alerts_on(helper, tmp_path, alert="RamdiskPersistSyncFailed"):
+    """promtool's verdict on the rules with the collector's persist series held for 10 minutes: ALERT expected at
+    5m (after its 1m of pending)."""
     labels = 'instance="h1",path="%s",backing="%s"' % (helper.mount, helper.backing)
     series = [{"series": "%s{%s}" % (name, labels), "values": "%gx10" % value}
               for name, value in sorted(persist_samples(helper).items())]
+    summary, description = (text.format(path=helper.mount, backing=helper.backing) for text in ALERTS[alert])
     test = {"rule_files": [RULES], "evaluation_interval": "1m", "tests": [{
         "interval": "1m", "input_series": series,
-        "alert_rule_test": [{"eval_time": "5m", "alertname": "RamdiskPersistSyncFailed", "exp_alerts": [{
+        "alert_rule_test": [{"eval_time": "5m", "alertname": alert, "exp_alerts": [{
             "exp_labels": {"severity": "critical", "instance": "h1", "path": str(helper.mount),
                            "backing": str(helper.backing)},
-            "exp_annotations": {
-                "summary": "The last sync of %s to %s on h1 failed" % (helper.mount, helper.backing),
-                "description": "The persist helper's last attempt to copy %s to disk failed or was refused (a full "
-                               "or read-only backing, or a mount that was not restored). The backing keeps its last "
-                               "complete copy." % helper.mount}}]}]}]}
-    path = tmp_path / "failed-sync.test.yml"
+            "exp_annotations": {"summary": summary, "description": description}}]}]}]}
+    path = tmp_path / ("%s.test.yml" % alert)
     path.write_text(json.dumps(test), encoding="utf-8")
     return subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, check=False)
 
@@ -978,14 +999,13 @@ def shows_failed_everywhere(helper, config, before, last_ok, tmp_path):
         assert verdict.returncode == 0, verdict.stdout + verdict.stderr
 
 
-@needs_rsync
 @needs_root
 @pytest.mark.skipif(not all(shutil.which(tool) for tool in ("unshare", "mkfs.ext4")), reason="needs unshare, mkfs.ext4")
 def test_a_sync_to_a_full_backing_shows_as_failed_everywhere(helper, tmp_path):
     """ENOSPC on a real disk file system: the backing is an ext4 of 4 MiB in a file, loop-mounted in a private mount
     namespace; the helper's own checks run on it (stat -f is not stood in for)."""
     config = with_collector(helper)
-    (helper.bin / "stat").unlink()
+    helper.fake(fs_type=None)
     image = helper.root / "backing.ext4"
     subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-N", "256", str(image), "4M"], check=True,
                    capture_output=True)
@@ -1014,15 +1034,14 @@ def test_a_sync_to_a_full_backing_shows_as_failed_everywhere(helper, tmp_path):
 
 
 def test_services_a_stopped_sync_could_not_start_are_left_to_resume(helper):
-    """systemd's TERM reaches what the sync's trap starts too; then ExecStopPost (persist resume) starts them."""
+    """systemd's TERM reaches what the stopped sync starts too; then ExecStopPost (persist resume) starts them."""
     services = Services(helper, **{"db.service": "active"})
     first_sync(helper, {"a": "1"})
-    run = services.start_gated_sync()
+    (helper.mount / "a").write_text("2", encoding="utf-8")
+    run = helper.held("planned")
     (services.dir / "db.service.broken").touch()
-    os.killpg(run.pid, 15)
-    services.open_gate()
-    run.communicate(timeout=60)
-    assert run.returncode == 143 and services.state("db.service") == "inactive"
+    code, _err = resume(run, signal.SIGTERM)
+    assert code == 143 and services.state("db.service") == "inactive"
     assert (helper.state / ("%s.stopped" % TOKEN)).exists()
     assert full_status(helper)["SERVICES_LEFT_DOWN"] == "db.service"
     (services.dir / "db.service.broken").unlink()
@@ -1035,39 +1054,10 @@ def test_services_a_stopped_sync_could_not_start_are_left_to_resume(helper):
     assert helper.run("resume").returncode == 0 and full_status(helper) == status
 
 
-@pytest.fixture()
-def delta_helper(tmp_path):
-    return Helper(tmp_path, delta=True)
-
-
-def test_with_its_copy_a_sync_writes_the_changes_into_current_in_place(delta_helper):
-    helper = delta_helper
-    fill(helper.mount, {"same": "s" * 50000, "d/same": "kept", "rewritten": "old!", "removed": "r"})
-    assert helper.run("sync").returncode == 0
-    first = helper.current
-    assert helper.status()["COPY"] == "full"
-    (helper.mount / "rewritten").write_text("new!", encoding="utf-8")
-    (helper.mount / "removed").unlink()
-    (helper.mount / "added").write_text("a" * 9000, encoding="utf-8")
-    result = helper.run("sync")
-    assert result.returncode == 0, result.stderr
-    assert helper.current == first and helper.entries() == [".persist-delta", "current", first]
-    assert tree(helper.backing / "current") == tree(helper.mount)
-    status = helper.status()
-    assert (status["COPY"], status["COPY_TOOL"], status["LAST_OK_SNAPSHOT"]) == ("incremental", "persist-delta", first)
-    # The added and rewritten files and the record: far less than the unchanged 50 kB.
-    assert 0 < int(status["LAST_OK_WRITTEN_BYTES"]) < 40000
-    assert int(status["LAST_OK_BYTES"]) == du(helper.backing / first)
-    # KEEP unset (2): current and one reverse delta, which holds the copy before.
-    assert sorted(name for name in os.listdir(helper.backing / ".persist-delta") if name.startswith("undo-")) == [
-        "undo-1"]
-
-
 @needs_root
-def test_a_restore_after_a_sync_cut_short_never_writes_the_backing(delta_helper):
+def test_a_restore_after_a_sync_cut_short_never_writes_the_backing(helper):
     """A sync killed after its commit point leaves current half-way; the restore at the next boot applies the commit
     record to the RAM copy and leaves the backing as it is (it may be full); the next sync rolls it forward."""
-    helper = delta_helper
     fill(helper.mount, {"a": "1", "b": "2", "d/c": "3"})
     assert helper.run("sync").returncode == 0
     (helper.mount / "a").write_text("one", encoding="utf-8")
@@ -1093,21 +1083,126 @@ def test_a_restore_after_a_sync_cut_short_never_writes_the_backing(delta_helper)
     assert tree(helper.backing / "current") == expected
 
 
-def test_with_its_copy_a_sync_stops_the_services_until_the_changes_are_on_disk(delta_helper):
-    helper = delta_helper
+def test_a_sync_holds_the_services_stopped_until_the_changes_are_on_disk(helper):
     services = Services(helper, **{"db.service": "active"})
     fill(helper.mount, {"PG_VERSION": "15\n"})
     assert helper.run("sync").returncode == 0
     first = helper.current
     (helper.mount / "base").write_text("rows", encoding="utf-8")
-    # The copy notes the unit's state as it starts (python3 runs it: a stand-in that looks, then runs the real one).
-    helper.stub("python3", 'cat %s/db.service > %s/state-while-copying\nexec %s "$@"'
-                % (services.dir, helper.root, sys.executable))
-    result = helper.run("sync")
-    assert result.returncode == 0, result.stderr
-    assert (helper.root / "state-while-copying").read_text(encoding="utf-8").strip() == "inactive"
+    run = helper.held("committed")
+    assert services.state("db.service") == "inactive"
+    code, err = resume(run)
+    assert code == 0, err
     assert services.calls("stop")[-1] == services.calls("start")[-1] == "db.service"
     assert services.state("db.service") == "active"
     assert helper.current == first and (helper.backing / "current" / "base").read_text(encoding="utf-8") == "rows"
     status = full_status(helper)
     assert (status["RESULT"], status["COPY_TOOL"], status["SERVICES_STOPPED"]) == ("ok", "persist-delta", "db.service")
+
+
+def test_the_program_is_standalone_and_names_its_places():
+    """On the host it runs alone: the standard library and persist-delta.py beside it, whose path PLACES gives."""
+    with open(PROGRAM, encoding="utf-8") as handle:
+        text = handle.read()
+    imports = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            imports.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imports.add(node.module)
+    standard = {"ctypes", "errno", "fcntl", "importlib.util", "json", "os", "re", "secrets", "shlex", "signal", "stat",
+                "subprocess", "sys", "time"}
+    assert imports - {"__future__"} <= standard | {"ansible_collections.ramdisk.provision.plugins.module_utils"}
+    assert program.PLACES["engine"].endswith("/persist-delta.py")
+
+
+# A real mount in a private mount namespace: what the kernel says of the mount, not a stand-in.
+
+NAMESPACE = """set -u
+mount -t tmpfs ramdisk-test "$MOUNT" || exit 99
+"""
+
+
+def in_namespace(helper, script):
+    """SCRIPT run by sh in a private mount namespace, with a tmpfs at the mount; the helper as "$P", the real
+    mount-point check. Returns its output (stdout and stderr)."""
+    helper.fake(mount_point=None)
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", NAMESPACE + script],
+                          env=dict(helper.env(), P=str(helper.script), MOUNT=str(helper.mount),
+                                   BACKING=str(helper.backing), T=TOKEN),
+                          capture_output=True, text=True, check=False)
+    if done.returncode == 99:
+        pytest.skip("no private tmpfs here: %s" % done.stderr.strip())
+    return done.stdout + done.stderr
+
+
+@needs_unshare
+def test_a_remount_at_the_path_is_refused_not_synced(helper):
+    """Issue 41: the kernel reuses mount IDs and device numbers, so a tmpfs mounted again at the path was taken for
+    the restored one and its (nearly empty) contents synced over the backing."""
+    out = in_namespace(helper, """
+for n in $(seq 200); do echo "$n" > "$MOUNT/f$n"; done
+"$P" sync "$T"; echo "first=$?"
+umount "$MOUNT"; mount -t tmpfs ramdisk-test "$MOUNT"; echo one > "$MOUNT/only"
+"$P" sync "$T"; echo "after-remount=$?"
+ls "$BACKING/current" | wc -l | sed 's/^/files=/'
+rm "$MOUNT/only"; "$P" restore "$T"; echo "restore=$?"
+echo 201 > "$MOUNT/f201"; "$P" sync "$T"; echo "after-restore=$?"
+ls "$BACKING/current" | wc -l | sed 's/^/files=/'
+""")
+    assert "first=0" in out and "after-remount=3" in out, out
+    assert "files=200" in out and "restore=0" in out and "after-restore=0" in out and "files=201" in out, out
+    status = helper.status()
+    assert status["RESULT"] == "ok" and status["IDENTITY"] == "unique"
+
+
+@needs_unshare
+def test_a_remount_is_refused_in_the_status_and_the_metrics(helper, tmp_path):
+    config = with_collector(helper)
+    out = in_namespace(helper, """
+echo data > "$MOUNT/a"; "$P" sync "$T"; echo "first=$?"
+umount "$MOUNT"; mount -t tmpfs ramdisk-test "$MOUNT"; echo x > "$MOUNT/b"
+"$P" sync "$T"; echo "second=$?"
+""")
+    assert "first=0" in out and "second=3" in out, out
+    status = full_status(helper)
+    assert status["RESULT"] == "refused" and "was not restored" in status["REASON"]
+    found = persist_samples(helper)
+    assert found["ramdisk_persist_last_success"] == 0 and found["ramdisk_persist_last_refused"] == 1
+    table = subprocess.run([sys.executable, METRICS, "status", "--config", str(config)], capture_output=True,
+                           text=True, check=True).stdout
+    assert "LAST SYNC REFUSED" in table, table
+    if shutil.which("promtool"):
+        verdict = alerts_on(helper, tmp_path, "RamdiskPersistSyncRefused")
+        assert verdict.returncode == 0, verdict.stdout + verdict.stderr
+
+
+# The sync in place skips nested mounts in the engine's walk (issue 41's engine piece, branch wt-engine): until
+# that merge it fails here with "is another file system's mount point"; remove this mark at the merge.
+@pytest.mark.xfail(reason="needs the engine's skip of nested mounts in sync() (wt-engine)", strict=False)
+@needs_unshare
+def test_a_file_system_mounted_inside_is_skipped_and_named(helper):
+    """Issue 41: a tmpfs mounted inside a persisted mount made every later sync fail for good."""
+    out = in_namespace(helper, """
+echo 1 > "$MOUNT/a"; mkdir "$MOUNT/inner"; "$P" sync "$T"; echo "first=$?"
+mount -t tmpfs inner "$MOUNT/inner"; echo secret > "$MOUNT/inner/f"; echo 2 > "$MOUNT/b"
+"$P" sync "$T"; echo "second=$?"
+ls -A "$BACKING/current" "$BACKING/current/inner"
+""")
+    assert "first=0" in out and "second=0" in out, out
+    assert "left out the file systems mounted inside" in out
+    status = full_status(helper)
+    assert status["RESULT"] == "ok" and json.loads(status["SKIPPED_MOUNTS"]) == ["inner"]
+    assert (helper.backing / "current" / "b").exists() and not (helper.backing / "current" / "inner" / "f").exists()
+
+
+@needs_unshare
+def test_a_first_copy_skips_a_file_system_mounted_inside(helper):
+    out = in_namespace(helper, """
+echo 1 > "$MOUNT/a"; mkdir "$MOUNT/inner"; mount -t tmpfs inner "$MOUNT/inner"; echo secret > "$MOUNT/inner/f"
+"$P" sync "$T"; echo "first=$?"
+""")
+    assert "first=0" in out, out
+    assert json.loads(full_status(helper)["SKIPPED_MOUNTS"]) == ["inner"]
+    inner = helper.backing / "current" / "inner"
+    assert not inner.is_dir() or not os.listdir(inner)
