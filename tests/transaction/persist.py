@@ -82,6 +82,8 @@ class Runner(tx.Runner):
 
     python = "/usr/bin/python3"
     pythonpath = "%s/.cache/collections:%s/lib" % (STAGE, STAGE)
+    # The entry planned (powercut_matrix.py plans others in this container).
+    entry = ENTRY
 
     def __init__(self, work, purposes, defaults, helper):  # pylint: disable=super-init-not-called
         self.work = work
@@ -94,7 +96,7 @@ class Runner(tx.Runner):
     def plan(self, policy):
         """The plan of ENTRY with state POLICY (present or absent)."""
         done = self._finish(self._start("ramdisk_plan", {
-            "host": "transaction-test", "sources": [{"name": "ramdisk_mounts", "value": [ENTRY]}],
+            "host": "transaction-test", "sources": [{"name": "ramdisk_mounts", "value": [self.entry]}],
             "purposes": self.purposes, "defaults": self.defaults, "state": policy}, None))
         result = done["result"] or {}
         if done["rc"] != 0 or result.get("failed") or result.get("errors"):
@@ -424,6 +426,30 @@ class Driver(object):
     def docker(self, *argv, **kwargs):
         return subprocess.run(["docker"] + list(argv), capture_output=True, text=True, check=False, **kwargs)
 
+    def start(self, name):
+        """A systemd container NAME of the image that sees the stage, up and running. Returns its id."""
+        run = self.docker(
+            "run", "-d", "--name", name, "--cap-add", "SYS_ADMIN", "--security-opt", "apparmor=unconfined",
+            "--security-opt", "seccomp=unconfined", "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+            "--tmpfs", "/run", "--tmpfs", "/run/lock", "--network", "none",
+            "-v", "%s:%s:ro" % (self.stage, STAGE), self.image, "/lib/systemd/systemd")
+        if run.returncode != 0:
+            raise CaseError("docker run failed: %s" % run.stderr.strip())
+        self.wait_running(name)
+        return run.stdout.strip()
+
+    def wait_running(self, name):
+        deadline = time.monotonic() + 120
+        while True:
+            # No answer at all until systemd's bus is up; then --wait waits for the boot to finish.
+            ready = self.docker("exec", name, "systemctl", "is-system-running", "--wait", timeout=120)
+            if ready.stdout.strip() in ("running", "degraded"):
+                return
+            if ready.stdout.strip() not in ("", "offline", "initializing", "starting") or \
+                    time.monotonic() > deadline:
+                raise CaseError("systemd in %s did not come up: %s %s" % (name, ready.stdout, ready.stderr))
+            time.sleep(0.1)
+
     def case(self, spec):
         """SPEC in a fresh container; its result (with 'error' when the case could not run) and its times."""
         with self.lock:
@@ -434,24 +460,7 @@ class Driver(object):
         container = None
         log = ""
         try:
-            run = self.docker(
-                "run", "-d", "--name", name, "--cap-add", "SYS_ADMIN", "--security-opt", "apparmor=unconfined",
-                "--security-opt", "seccomp=unconfined", "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-                "--tmpfs", "/run", "--tmpfs", "/run/lock", "--network", "none",
-                "-v", "%s:%s:ro" % (self.stage, STAGE), self.image, "/lib/systemd/systemd")
-            if run.returncode != 0:
-                raise CaseError("docker run failed: %s" % run.stderr.strip())
-            container = run.stdout.strip()
-            deadline = time.monotonic() + 120
-            while True:
-                # No answer at all until systemd's bus is up; then --wait waits for the boot to finish.
-                ready = self.docker("exec", name, "systemctl", "is-system-running", "--wait", timeout=120)
-                if ready.stdout.strip() in ("running", "degraded"):
-                    break
-                if ready.stdout.strip() not in ("", "offline", "initializing", "starting") or \
-                        time.monotonic() > deadline:
-                    raise CaseError("systemd in %s did not come up: %s %s" % (name, ready.stdout, ready.stderr))
-                time.sleep(0.1)
+            container = self.start(name)
             booted = time.monotonic() - began
             done = self.docker("exec", name, "python3", "%s/tests/transaction/persist.py" % STAGE, "--inside",
                                json.dumps(dict(spec, **self.role)), timeout=900)
