@@ -226,8 +226,8 @@ def whole(expected, path, what, name):
     return ["%s: %s" % (what, s) for s in problems + compare_trees(expected, found, name, what, root_mtime=True)]
 
 
-def same_tree(expected, digests):
-    return digests is not None and not compare_trees(expected, digests, "a", "b", root_mtime=True)
+def same_tree(expected, digests, root_mtime=True):
+    return digests is not None and not compare_trees(expected, digests, "a", "b", root_mtime=root_mtime)
 
 
 def disk_now(work):
