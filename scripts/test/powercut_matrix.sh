@@ -26,17 +26,8 @@ started=$SECONDS
 prefix=pcmatrix-$$-
 work=$(mktemp -d /var/tmp/ramdisk-powercut-matrix.XXXXXX)
 
-# shellcheck disable=SC2317  # runs from the EXIT trap
-cleanup() {
-  local rc=$? name
-  for name in $(docker ps -a --format '{{.Names}}' | grep "^$prefix" || true); do
-    docker rm -f "$name" >/dev/null 2>&1 || true
-  done
-  # A namespace case's mounts went with its namespace; what is left is plain files.
-  rm -rf --one-file-system "$work"
-  exit "$rc"
-}
-trap cleanup EXIT
+# The driver removes its containers ($prefix*) as it ends; a namespace case's mounts went with its namespace.
+trap 'rm -rf --one-file-system "$work"' EXIT
 
 echo "transaction-powercut: namespaces and containers $prefix*, work directory $work"
 rc=0

@@ -443,7 +443,14 @@ def main():
     references = [{"name": "reference-%s" % kind, "case": "reference", "kind": kind} for kind in kinds]
     ps.MAX_KILL_AT = args.max
     queue = ps.Queue(references, kinds)
-    results = tx.run_all(Drivers(namespace, container, queue), queue, args.jobs)
+    try:
+        results = tx.run_all(Drivers(namespace, container, queue), queue, args.jobs)
+    finally:
+        # Each point removes its container; these are the ones a stopped run left.
+        listed = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
+                                check=False).stdout.split()
+        for name in [name for name in listed if name.startswith("%s%s-" % (CONTAINER_PREFIX, args.tag))]:
+            subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
     problems, points, failed = [], 0, {}
     for kind in kinds:
         reference = results["reference-%s" % kind]
