@@ -66,9 +66,11 @@ from transaction import CaseError, paths  # noqa: E402
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal  # noqa: E402
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import unit_names  # noqa: E402
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import tree_digest  # noqa: E402
+from ansible_collections.ramdisk.provision.plugins.module_utils._zram_steps import MKFS  # noqa: E402
 
-NAMESPACE_KINDS = {"mount": "mount", "migrate": "data"}
+NAMESPACE_KINDS = {"mount": "mount", "migrate": "data", "zram-fs": "zram-fs"}
 CONTAINER_KINDS = ("migrate-persist", "adopt", "live", "remove")
+SERIAL_KINDS = ("zram-fs",)
 KINDS = tuple(NAMESPACE_KINDS) + CONTAINER_KINDS
 tx.POLICIES["mount"] = [tx.PLAIN_ENTRY]
 MIN_POINTS = 150
@@ -234,12 +236,106 @@ def inside_namespace(spec):
     try:
         tx.enter(work)
         runner = tx.Runner(work)
-        result = tx.case_reference(spec, runner) if spec["case"] == "reference" else tx.case_reboot(spec, runner)
+        if spec["kind"] == "zram-fs":
+            result = tx.zram_case(dict(spec, case="zram-reference", policy="zram-fs"), runner) \
+                if spec["case"] == "reference" else case_zram(spec, runner)
+        else:
+            result = tx.case_reference(spec, runner) if spec["case"] == "reference" else tx.case_reboot(spec, runner)
     except (CaseError, OSError, subprocess.CalledProcessError) as exc:
         detail = exc.stderr.decode(errors="replace") if isinstance(exc, subprocess.CalledProcessError) else ""
         result = {"error": "%s %s" % (exc, detail)}
     with open(os.path.join(work, "result.json"), "w", encoding="utf-8") as handle:
         json.dump(result, handle)
+
+
+def zram_cut(before):
+    """What a power cut takes of the case's zram devices: their content (each reset; the number stays the case's, so
+    that no device of another user of this kernel is taken for it at the boot) and those no record names (hot
+    added by the dead run: a boot does not make them again). Returns the problems."""
+    recorded = set(tx.zram_records().values())
+    problems = []
+    for name in sorted(set(tx.zram_names()) - set(before), key=lambda n: int(n[4:])):
+        if name not in recorded | tx.journal_devices():
+            continue
+        if name in tx.zram_swaps():
+            subprocess.run(["swapoff", "/dev/" + name], check=False)
+        actions = [("/sys/block/%s/reset" % name, "1")]
+        if name not in recorded:
+            actions.append(("/sys/class/zram-control/hot_remove", name[4:]))
+        for attr, value in actions:
+            try:
+                with open(attr, "w", encoding="ascii") as handle:
+                    handle.write(value)
+            except OSError as exc:
+                problems.append("the power cut could not write %s to %s: %s" % (value, attr, exc))
+    return problems
+
+
+def zram_boot():
+    """The boot of a host without systemd, for zram: each recorded device made by the collection's setup script
+    (what its unit runs), the file system made where /etc/fstab says x-systemd.makefs, then tx.boot()."""
+    out = []
+    for name in sorted(tx.zram_records()):
+        done = subprocess.run(["sh", paths.ZRAM_SETUP, name], capture_output=True, text=True, check=False)
+        out.append(["zram-setup " + name, done.returncode, (done.stderr or done.stdout).strip()[-300:]])
+    listed = subprocess.run(["findmnt", "--fstab", "-J", "-o", "TARGET,SOURCE,FSTYPE,OPTIONS"], capture_output=True,
+                            text=True, check=False)
+    for line in json.loads(listed.stdout)["filesystems"] if listed.stdout.strip() else []:
+        if line["target"].startswith(tx.TOP + "/") and "x-systemd.makefs" in (line["options"] or ""):
+            argv = MKFS.get(line["fstype"], ["mkfs", "-t", line["fstype"]]) + [line["source"]]
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+            out.append([" ".join(argv), done.returncode, done.stderr.strip()[-300:]])
+    return out + tx.boot()
+
+
+def case_zram(spec, runner):
+    """The zram file system: the run killed before journal write N (None: whole), a power cut (mounts, /run and the
+    devices' content gone, a new boot id), the boot, the next run."""
+    before = tx.zram_names()
+    fixture = tx.make_fixture(tx.ZDATA, tx.ZRAM_FIXTURE)
+    inside = dict((rel, digest) for rel, digest in fixture.items() if rel != ".")
+    out = {"problems": []}
+    problems = out["problems"]
+    try:
+        first = tx.zram_run(runner, "zram-fs", kill_at=spec.get("n"))
+        out["first"] = tx.outcome(first)
+        if not first["killed"] and not first["ok"]:
+            raise CaseError("the run neither died nor succeeded: %s" % (first["msg"] or first))
+        lines = Journal(paths.JOURNAL).read()
+        whats = {(line.get("run"), line.get("txn")): dict(line.get("what") or {}, path=(line.get("what") or {}).get(
+            "zram")) for line in lines if line.get("t") == "txn"}
+        out["killed_after"] = tx.describe_line(lines[-1] if lines else None, whats) if first["killed"] else \
+            "(not killed)"
+        out["taken"] = tx.power_cut(runner.work)
+        problems += zram_cut(before)
+        out["booted"] = zram_boot()
+        found = tx.mounts_at(tx.ZDATA)
+        out["boot"] = {"covered": {tx.ZDATA: ("%d entries" % len(os.listdir(tx.ZDATA))) if found else "nothing"}}
+        if not found:
+            out["boot"]["covered"] = {}
+        disk, disk_problems = tx.disk_digest(runner.work, tx.ZDATA)
+        problems += ["the disk copy after the boot: %s" % p for p in disk_problems + tx.compare_trees(
+            fixture, disk, "fixture", "disk copy", root_mtime=True)]
+        second = tx.zram_run(runner, "zram-fs")
+        out["second"] = tx.outcome(second)
+        if not second["ok"]:
+            problems.append("the next run failed: %s" % second["msg"])
+        if tx.mounts_at(tx.ZDATA):
+            mounted, mounted_problems = tree_digest(tx.ZDATA)
+            mounted = dict((rel, digest) for rel, digest in mounted.items() if rel != ".")
+            problems += ["the mount at %s: %s" % (tx.ZDATA, p) for p in mounted_problems + tx.compare_trees(
+                inside, mounted, "fixture", "mount", b_fs_root=True)][:10]
+        else:
+            problems.append("%s is not mounted after the next run" % tx.ZDATA)
+        disk, disk_problems = tx.disk_digest(runner.work, tx.ZDATA)
+        problems += ["the disk copy at the end: %s" % p for p in disk_problems + tx.compare_trees(
+            fixture, disk, "fixture", "disk copy", root_mtime=True)]
+        out["state"] = tx.zram_state("zram-fs")
+        out["fixture"] = tx.digest_hash(fixture)
+        return out
+    finally:
+        out["removed"], cleaned = tx.zram_clean(before)
+        problems += cleaned
 
 
 # The drivers (on this machine) ------------------------------------------------------------------------------
@@ -358,6 +454,17 @@ def compare(reference, result, name):
     return problems
 
 
+def compare_zram(reference, result, name):
+    """Problems of RESULT against the zram reference's end state (device numbers aside)."""
+    if result.get("error"):
+        return ["%s: %s" % (name, result["error"][:1500])]
+    problems = ["%s: %s" % (name, p) for p in result.get("problems") or []]
+    if reference.get("error") or "state" not in reference:
+        return problems + ["%s: no reference end state to compare with" % name]
+    return problems + ["%s: end state differs: %s" % (name, d) for d in tx.state_diff(reference["state"],
+                                                                                      result["state"])][:8]
+
+
 def report(kind, results, reference, end):
     """The table of KIND. Returns (problems, points, failed points)."""
     problems, failed = [], []
@@ -378,6 +485,7 @@ def report(kind, results, reference, end):
     for n in range(1, end + 1):
         result = results.get("%s-kill-%d" % (kind, n)) or {"error": "not run"}
         found = compare(reference, result, "%s point %d" % (kind, n)) if container else \
+            compare_zram(reference, result, "%s point %d" % (kind, n)) if kind == "zram-fs" else \
             tx.compare(reference, result, "%s point %d" % (kind, n))[:8]
         problems += found
         if found:
@@ -440,11 +548,18 @@ def main():
                                     {"purposes": purposes, "defaults": defaults})
     # The references: namespace kinds an uninterrupted run; container kinds a cut after the whole run (so each
     # point is compared with a host that went through a boot too).
-    references = [{"name": "reference-%s" % kind, "case": "reference", "kind": kind} for kind in kinds]
     ps.MAX_KILL_AT = args.max
-    queue = ps.Queue(references, kinds)
+    # zram devices are the kernel's: a case counts its own by what is new, so those points run one at a time.
+    serial = [kind for kind in kinds if kind in SERIAL_KINDS]
+    queue = ps.Queue([{"name": "reference-%s" % kind, "case": "reference", "kind": kind} for kind in kinds
+                      if kind not in serial], [kind for kind in kinds if kind not in serial])
     try:
         results = tx.run_all(Drivers(namespace, container, queue), queue, args.jobs)
+        if serial:
+            alone = ps.Queue([{"name": "reference-%s" % kind, "case": "reference", "kind": kind} for kind in serial],
+                             serial)
+            results.update(tx.run_all(Drivers(namespace, container, alone), alone, 1))
+            queue.end.update(alone.end)
     finally:
         # Each point removes its container; these are the ones a stopped run left.
         listed = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
