@@ -416,6 +416,9 @@ class Drivers(object):
 
     def case(self, spec):
         result = (self.namespace if spec["kind"] in NAMESPACE_KINDS else self.container).case(spec)
+        # A line as each point ends: a run stopped early still shows what it found.
+        print("transaction-powercut: %s: %s, %.0f s" % (spec["name"], "ERROR %s" % result["error"][:200] if result.get(
+            "error") else "%d problems" % len(result.get("problems") or []), result.get("seconds") or 0), flush=True)
         if result.get("error") and spec["case"] == "kill":
             # A point that could not run ends its kind's series: the table shows the error, the count is short.
             self.queue.finished_at(spec["n"], spec["kind"])
