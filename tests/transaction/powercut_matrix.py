@@ -13,6 +13,12 @@ a boot and the next run. Kinds:
   /proc/sys/kernel/random/boot_id; its boot(): the /etc/fstab lines mounted, as a host without systemd does). Right
   after the boot the directory on disk must hold all the data; the next run must succeed and leave what one
   uninterrupted run leaves (the mount holding all of it: nothing hidden).
+- zram-fs (transaction.py's zram file system policy, a migrate into an ext4 on a zram device): in a namespace, one
+  point at a time (the devices are the kernel's). The cut also takes the devices' content: each device of the case
+  is reset (its number kept, so that no device of another user of this kernel is taken for it), and one no record
+  names is removed; the boot runs the collection's zram-setup script for each record (what its unit does), makes
+  the file system where /etc/fstab says x-systemd.makefs, and mounts the lines. Every device the case made is
+  removed at its end.
 - migrate-persist (the fixture migrated into a tmpfs kept in a new backing), adopt (persist adopting a backing that
   already holds the data in its current copy, over an empty directory), live (a tmpfs mounted and written by an
   earlier run without persist gains persist) and remove (a persisted mount whose RAM copy changed, state absent:
@@ -37,9 +43,12 @@ they journal is tested by tests/unit/persist_delta_powercut.py (an ext4 image sh
 by the VM's power-cut test (make test-powercut). One container per point: a point's host must be the one its run
 left, and resetting a host by the code under test would hide exactly the defects sought.
 
+Not here: the log purpose (/var/log with journald writing all along has no fixed data to compare; make
+test-log-kill kills its adoption at 9 points, make test-log cuts the power once).
+
 Usage: powercut_matrix.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--tag TAG] [--only KIND,...] [--max N]
 (--max: at most N points of a kind, for a quick look; a kind cut short then reports no end)
-Kinds: mount, migrate, migrate-persist, adopt, live, remove. Prints the number of points and a table per kind;
+Kinds: mount, migrate, zram-fs, migrate-persist, adopt, live, remove. Prints the number of points and a table per kind;
 exits 1 when a property failed, 2 when the test could not run; each failed point's log and result go to --keep
 (build/transaction-powercut).
 """
