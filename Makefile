@@ -91,9 +91,9 @@ transaction-persist: setup
 	bash scripts/test/transaction_persist.sh
 
 # The power-cut matrix (tests/transaction/powercut_matrix.py): every transaction kind (mount, migrate, zram file
-# system; migrate with persist, persist adopting a backing, a live mount gaining persist, removal with return) cut after each journaled
-# step, booted and run again: no file lost, none hidden, none only in RAM. Namespaces (zram one point at a time),
-# and systemd containers (pcmatrix-*) for persist; prints the number of points and a table per kind.
+# system; migrate with persist, persist adopting a backing, a live mount gaining persist, removal with return) cut
+# after each journaled step, booted and run again: no file lost, none hidden, none only in RAM. Namespaces (zram one
+# point at a time), and systemd containers (pcmatrix-*) for persist; prints the number of points and a table per kind.
 .PHONY: transaction-powercut
 transaction-powercut: setup
 	bash scripts/test/powercut_matrix.sh
