@@ -497,6 +497,8 @@ class Queue(object):
         self.next = dict((kind, 1) for kind in kinds)
         self.end = dict((kind, None) for kind in kinds)
         self.turn = 0
+        # Points taken of each kind: every STRIDE[kind]th (powercut_matrix.py's quick look), by default all.
+        self.stride = {}
         self.lock = threading.Lock()
 
     def take(self):
@@ -508,8 +510,8 @@ class Queue(object):
                 return None
             kind = going[self.turn % len(going)]
             self.turn += 1
-            self.next[kind] += 1
-            n = self.next[kind] - 1
+            n = self.next[kind]
+            self.next[kind] += self.stride.get(kind, 1)
             return {"name": "%s-kill-%d" % (kind, n), "case": "kill", "kind": kind, "n": n}
 
     def finished_at(self, n, kind):

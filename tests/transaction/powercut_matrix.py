@@ -47,7 +47,8 @@ Not here: the log purpose (/var/log with journald writing all along has no fixed
 test-log-kill kills its adoption at 9 points, make test-log cuts the power once).
 
 Usage: powercut_matrix.py --work DIR [--keep DIR] [--jobs N] [--image IMAGE] [--tag TAG] [--only KIND,...] [--max N]
-(--max: at most N points of a kind, for a quick look; a kind cut short then reports no end)
+(--max: at most N points of a kind, --stride N: every Nth point of the persist kinds; each for a quick look, short of
+the count the suite asks)
 Kinds: mount, migrate, zram-fs, migrate-persist, adopt, live, remove. Prints the number of points and a table per kind;
 exits 1 when a property failed, 2 when the test could not run; each failed point's log and result go to --keep
 (build/transaction-powercut).
@@ -477,13 +478,16 @@ def compare_zram(reference, result, name):
                                                                                       result["state"])][:8]
 
 
-def report(kind, results, reference, end):
+def report(kind, results, reference, end, stride=1):
     """The table of KIND. Returns (problems, points, failed points)."""
     problems, failed = [], []
     if end is None:
         problems.append("%s: no run with %s=N (N up to %d) finished" % (kind, tx.KILL_ENV, ps.MAX_KILL_AT))
-        end = len([name for name in results if name.startswith("%s-kill-" % kind)])
+        end = max([int(name.rsplit("-", 1)[1]) for name in results if name.startswith("%s-kill-" % kind)] or [0])
         print("\n%s: cut short: %d points run, the run not yet whole." % (kind, end))
+    elif stride > 1:
+        print("\n%s: a power cut after every %dth journal write (N-1 writes done) up to the whole run (N=%d)."
+              % (kind, stride, end))
     else:
         print("\n%s: %d journal writes in an uninterrupted run; a power cut after each (N-1 writes done), and after "
               "the whole run (N=%d)." % (kind, end - 1, end))
@@ -495,6 +499,8 @@ def report(kind, results, reference, end):
         print("%4s  %-30s %-26s %-34s %-4s %s" % ("N", "cut after (journal)", "mounted by the boot",
                                                   "the next run recovered", "2nd", "verdict"))
     for n in range(1, end + 1):
+        if "%s-kill-%d" % (kind, n) not in results and container and stride > 1:
+            continue
         result = results.get("%s-kill-%d" % (kind, n)) or {"error": "not run"}
         found = compare(reference, result, "%s point %d" % (kind, n)) if container else \
             compare_zram(reference, result, "%s point %d" % (kind, n)) if kind == "zram-fs" else \
@@ -520,7 +526,7 @@ def report(kind, results, reference, end):
                               sorted(result["boot"]["covered"].items())) or "nothing"
             print("%4d  %-30s %-26s %-34s %-4s %s" % (n, result["killed_after"][:30], booted[:26], recovered[:34],
                                                       "ok" if second["ok"] else "FAIL", verdict))
-    return problems, end, failed
+    return problems, len([n for n in range(1, end + 1) if "%s-kill-%d" % (kind, n) in results]), failed
 
 
 def main():
@@ -533,6 +539,7 @@ def main():
     parser.add_argument("--tag", default=str(os.getpid()))
     parser.add_argument("--only", default=",".join(KINDS))
     parser.add_argument("--max", type=int, default=ps.MAX_KILL_AT, help="at most this many points of a kind")
+    parser.add_argument("--stride", type=int, default=1, help="of the container kinds, every Nth point only")
     args = parser.parse_args()
     if args.inside:
         spec = json.loads(args.inside)
@@ -565,6 +572,7 @@ def main():
     serial = [kind for kind in kinds if kind in SERIAL_KINDS]
     queue = ps.Queue([{"name": "reference-%s" % kind, "case": "reference", "kind": kind} for kind in kinds
                       if kind not in serial], [kind for kind in kinds if kind not in serial])
+    queue.stride = dict((kind, args.stride) for kind in CONTAINER_KINDS)
     try:
         results = tx.run_all(Drivers(namespace, container, queue), queue, args.jobs)
         if serial:
@@ -583,7 +591,8 @@ def main():
         reference = results["reference-%s" % kind]
         if reference.get("error") or reference.get("problems"):
             problems.append("reference %s: %s" % (kind, reference.get("error") or reference["problems"]))
-        found, count, failed[kind] = report(kind, results, reference, queue.end[kind])
+        found, count, failed[kind] = report(kind, results, reference, queue.end[kind],
+                                            queue.stride.get(kind, 1))
         problems += found
         points += count
     print("\nPoints by kind: %s; failed points: %s" % (
