@@ -27,8 +27,8 @@ started=$SECONDS
 prefix=pcmatrix-$$-
 work=$(mktemp -d /var/tmp/ramdisk-powercut-matrix.XXXXXX)
 
-# The driver removes its containers ($prefix*) as it ends; a namespace case's mounts went with its namespace.
-trap 'rm -rf --one-file-system "$work"' EXIT
+# Containers of a driver stopped before its own clean-up; a namespace case's mounts went with its namespace.
+trap 'docker ps -aq --filter "name=^$prefix" | xargs -r docker rm -f >/dev/null; rm -rf --one-file-system "$work"' EXIT
 
 echo "transaction-powercut: namespaces and containers $prefix*, work directory $work"
 rc=0
