@@ -240,22 +240,18 @@ def inside_container(spec):
 
 # In a namespace ---------------------------------------------------------------------------------------------
 
-def inside_namespace(spec):
+def case_namespace(spec, runner):
+    """A point (or the reference) of a namespace kind, run by transaction.py's inside()."""
     spec = dict(spec, policy=NAMESPACE_KINDS[spec["kind"]], fixture="small")
-    work = spec["work"]
-    try:
-        tx.enter(work)
-        runner = tx.Runner(work)
-        if spec["kind"] == "zram-fs":
-            result = tx.zram_case(dict(spec, case="zram-reference", policy="zram-fs"), runner) \
-                if spec["case"] == "reference" else case_zram(spec, runner)
-        else:
-            result = tx.case_reference(spec, runner) if spec["case"] == "reference" else tx.case_reboot(spec, runner)
-    except (CaseError, OSError, subprocess.CalledProcessError) as exc:
-        detail = exc.stderr.decode(errors="replace") if isinstance(exc, subprocess.CalledProcessError) else ""
-        result = {"error": "%s %s" % (exc, detail)}
-    with open(os.path.join(work, "result.json"), "w", encoding="utf-8") as handle:
-        json.dump(result, handle)
+    if spec["kind"] == "zram-fs":
+        return tx.zram_case(dict(spec, case="zram-reference"), runner) if spec["point"] == "reference" else \
+            case_zram(spec, runner)
+    return tx.case_reference(spec, runner) if spec["point"] == "reference" else tx.case_reboot(spec, runner)
+
+
+def inside_namespace(spec):
+    tx.CASES["powercut-matrix"] = case_namespace
+    tx.inside(dict(spec, case="powercut-matrix", point=spec["case"]))
 
 
 def zram_cut(before):
