@@ -188,7 +188,8 @@ def phase_after(spec):
     _names, current = ps.backing_copy()
     boot = {"mount": classify(in_mount, fixture, changed) if mounted else "-", "disk": classify(disk, fixture, changed),
             "backing": classify(current, fixture, changed)}
-    # The data of record: what the dead run had written to disk, or (live, remove) the older copy if it had not.
+    # The data of record: what the dead run had written to disk, or (live, remove) the older copy if it had not;
+    # SAVED (the journal's done steps that write RAM to disk) only says when the older copy no longer does.
     wanted = ("changed",) if changed is not None and saved else ("changed", "old") if changed is not None else ("data",)
     on_disk = [where for where in ("disk", "backing") if boot[where] in wanted]
     if not on_disk:
@@ -197,9 +198,8 @@ def phase_after(spec):
                                                                 boot["mount"]))
         survivor = wanted[0]
     else:
-        survivor = boot[on_disk[0]]
-        if len({boot[where] for where in on_disk}) > 1 and kind != "remove":
-            survivor = "changed"
+        # The newest whole copy on disk is the one that must not be lost.
+        survivor = "changed" if "changed" in [boot[where] for where in on_disk] else boot[on_disk[0]]
     expected = changed if survivor == "changed" else fixture
     out = {"boot": boot, "survivor": survivor}
     second = runner.run(STATE_OF.get(kind, "present"))
