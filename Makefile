@@ -90,6 +90,14 @@ transaction: setup
 transaction-persist: setup
 	bash scripts/test/transaction_persist.sh
 
+# The power-cut matrix (tests/transaction/powercut_matrix.py): every transaction kind (mount, migrate, zram file
+# system; migrate with persist, persist adopting a backing, a live mount gaining persist, removal with return) cut
+# after each journaled step, booted and run again: no file lost, none hidden, none only in RAM. Namespaces (zram one
+# point at a time), and systemd containers (pcmatrix-*) for persist; prints the number of points and a table per kind.
+.PHONY: transaction-powercut
+transaction-powercut: setup
+	bash scripts/test/powercut_matrix.sh
+
 # The log purpose for real (scripts/test/log_purpose.sh): /var/log of a systemd container (logpurpose-*) on tmpfs with
 # persist; journald writing numbered lines while syncs run, each copy checked with journalctl --verify and for every
 # line logged before it; logrotate -f on the mount; a clean reboot and a power cut bring the lines back.

@@ -30,11 +30,12 @@ declare -A EXPECTED=([vm-image+molecule-vm]=1200 [build+tarball-lab]=900 [sanity
                      [molecule-benchmark]=600 [molecule-metrics]=300 [molecule-zram]=260 [molecule-tmpfs_ramfs]=240
                      [molecule-database]=240 [molecule-policy]=160 [molecule-tmpfs_absent]=150 [molecule-survey]=90
                      [molecule-tmpfs_invalid]=90 [unit]=110 [lint]=90 [transaction]=330
-                     [transaction-persist]=420 [log]=100 [transaction-persist-services]=20 [ee]=5 [apt-lock]=35 [demo]=120 [powercut]=500 [local-user]=650)
+                     [transaction-persist]=420 [transaction-powercut]=1800 [log]=100 [transaction-persist-services]=20 [ee]=5 [apt-lock]=35 [demo]=120 [powercut]=500 [local-user]=650)
 # The command of each suite.
 declare -A COMMAND=([lint]="bash scripts/test/lint.sh" [unit]=".venv/bin/python -m pytest tests/unit -q"
                     [hostile]="bash scripts/test/hostile.sh" [transaction]="bash scripts/test/transaction.sh"
                     [transaction-persist]="bash scripts/test/transaction_persist.sh"
+                    [transaction-powercut]="bash scripts/test/powercut_matrix.sh"
                     [log]="bash scripts/test/log_purpose.sh"
                     [transaction-persist-services]="make transaction-persist-services"
                     [sanity]="bash scripts/test/sanity.sh --all"
@@ -42,7 +43,7 @@ declare -A COMMAND=([lint]="bash scripts/test/lint.sh" [unit]=".venv/bin/python 
                     [ee]="bash scripts/test/ee.sh" [apt-lock]="bash scripts/test/apt_lock.sh" [demo]="bash scripts/test/demo.sh" [vm-image]="bash scripts/lab/vm_image.sh"
                     [molecule-vm]="bash scripts/test/molecule.sh vm" [powercut]="bash scripts/test/powercut.sh"
                     [local-user]="bash scripts/test/local_user.sh")
-items=(lint unit hostile transaction transaction-persist transaction-persist-services log sanity build+tarball-lab ee apt-lock demo vm-image+molecule-vm powercut local-user)
+items=(lint unit hostile transaction transaction-persist transaction-powercut transaction-persist-services log sanity build+tarball-lab ee apt-lock demo vm-image+molecule-vm powercut local-user)
 for scenario in $scenarios; do
   COMMAND[molecule-$scenario]="bash scripts/test/molecule.sh $scenario"
   items+=("molecule-$scenario")
@@ -126,5 +127,5 @@ if [[ -s $logs/failed ]]; then
   echo "test: FAILED: $(xargs < "$logs/failed") ($passed passed; logs in $logs/, $((SECONDS - started)) s)"
   exit 1
 fi
-echo "test: lint, unit, hostile, transaction, transaction-persist, transaction-persist-services, log, sanity, build, tarball-lab, ee, apt-lock, demo, powercut, local-user and the molecule scenarios ($scenarios vm) all passed"
+echo "test: lint, unit, hostile, transaction, transaction-persist, transaction-powercut, transaction-persist-services, log, sanity, build, tarball-lab, ee, apt-lock, demo, powercut, local-user and the molecule scenarios ($scenarios vm) all passed"
 echo "suites: $passed passed, 0 failed (total $((SECONDS - started)) s, of which the lab images $((lanes_began - started)) s; logs in $logs/)"

@@ -109,7 +109,7 @@ class Runner(tx.Runner):
 
     python = "/usr/bin/python3"
     pythonpath = "%s/.cache/collections:%s/lib" % (STAGE, STAGE)
-    # The one entry of the policy (tests/adversary/local_user.py plans its own).
+    # The entry planned (tests/adversary/local_user.py and powercut_matrix.py plan others in this container).
     entry = ENTRY
 
     def __init__(self, work, purposes, defaults):  # pylint: disable=super-init-not-called
@@ -252,8 +252,8 @@ def whole(expected, path, what, name):
     return ["%s: %s" % (what, s) for s in problems + compare_trees(expected, found, name, what, root_mtime=True)]
 
 
-def same_tree(expected, digests):
-    return digests is not None and not compare_trees(expected, digests, "a", "b", root_mtime=True)
+def same_tree(expected, digests, root_mtime=True):
+    return digests is not None and not compare_trees(expected, digests, "a", "b", root_mtime=root_mtime)
 
 
 def disk_now(work):
@@ -613,7 +613,19 @@ class Driver(object):
     def docker(self, *argv, **kwargs):
         return subprocess.run(["docker"] + list(argv), capture_output=True, text=True, check=False, **kwargs)
 
-    def wait_boot(self, name):
+    def start(self, name):
+        """A systemd container NAME of the image that sees the stage, up and running. Returns its id."""
+        run = self.docker(
+            "run", "-d", "--name", name, "--cap-add", "SYS_ADMIN", "--security-opt", "apparmor=unconfined",
+            "--security-opt", "seccomp=unconfined", "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+            "--tmpfs", "/run", "--tmpfs", "/run/lock", "--network", "none",
+            "-v", "%s:%s:ro" % (self.stage, STAGE), self.image, "/lib/systemd/systemd")
+        if run.returncode != 0:
+            raise CaseError("docker run failed: %s" % run.stderr.strip())
+        self.wait_running(name)
+        return run.stdout.strip()
+
+    def wait_running(self, name):
         deadline = time.monotonic() + 120
         while True:
             # No answer at all until systemd's bus is up; then --wait waits for the boot to finish.
@@ -644,15 +656,7 @@ class Driver(object):
         container = None
         log = ""
         try:
-            run = self.docker(
-                "run", "-d", "--name", name, "--cap-add", "SYS_ADMIN", "--security-opt", "apparmor=unconfined",
-                "--security-opt", "seccomp=unconfined", "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-                "--tmpfs", "/run", "--tmpfs", "/run/lock", "--network", "none",
-                "-v", "%s:%s:ro" % (self.stage, STAGE), self.image, "/lib/systemd/systemd")
-            if run.returncode != 0:
-                raise CaseError("docker run failed: %s" % run.stderr.strip())
-            container = run.stdout.strip()
-            self.wait_boot(name)
+            container = self.start(name)
             booted = time.monotonic() - began
             result, log = self.inside(name, spec)
             if spec["kind"] in CUT_KINDS and not result.get("error"):
@@ -661,7 +665,7 @@ class Driver(object):
                     done = self.docker(*argv, timeout=120)
                     if done.returncode != 0:
                         raise CaseError("docker %s failed: %s" % (argv[0], done.stderr.strip()))
-                self.wait_boot(name)
+                self.wait_running(name)
                 after, more = self.inside(name, dict(spec, phase="after"))
                 log += more
                 result = dict(result, **{key: value for key, value in after.items() if key != "problems"})
@@ -699,6 +703,8 @@ class Queue(object):
         self.next = dict((kind, 1) for kind in kinds)
         self.end = dict((kind, None) for kind in kinds)
         self.turn = 0
+        # Points taken of each kind: every STRIDE[kind]th (powercut_matrix.py's quick look), by default all.
+        self.stride = {}
         self.lock = threading.Lock()
 
     def take(self):
@@ -710,8 +716,8 @@ class Queue(object):
                 return None
             kind = going[self.turn % len(going)]
             self.turn += 1
-            self.next[kind] += 1
-            n = self.next[kind] - 1
+            n = self.next[kind]
+            self.next[kind] += self.stride.get(kind, 1)
             return {"name": "%s-kill-%d" % (kind, n), "case": "kill", "kind": kind, "n": n}
 
     def finished_at(self, n, kind):
