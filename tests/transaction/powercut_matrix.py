@@ -132,9 +132,7 @@ def phase_first(spec):
     """Set the kind's host up, then the run killed before its journal write N (N None: not killed)."""
     kind = spec["kind"]
     os.makedirs(ps.WORK, exist_ok=True)
-    with open(ps.HELPER, encoding="utf-8") as handle:
-        helper = handle.read()
-    runner = ps.Runner(ps.WORK, spec["purposes"], spec["defaults"], helper)
+    runner = ps.Runner(ps.WORK, spec["purposes"], spec["defaults"])
     fixture = ps.setup()
     changed = None
     if kind == "adopt":
@@ -178,9 +176,7 @@ def phase_after(spec):
     with open(PHASE_FILE, encoding="utf-8") as handle:
         phase = json.load(handle)
     fixture, changed, saved = phase["fixture"], phase["changed"], phase["saved"]
-    with open(ps.HELPER, encoding="utf-8") as handle:
-        helper = handle.read()
-    runner = ps.Runner(ps.WORK, spec["purposes"], spec["defaults"], helper)
+    runner = ps.Runner(ps.WORK, spec["purposes"], spec["defaults"])
     problems = []
     mounted = tx.mounts_at(ps.DATA)
     in_mount = tree_digest(ps.DATA)[0] if mounted else None
