@@ -110,7 +110,11 @@ class SyncError(Exception):
 
 
 class Stopped(SyncError):
-    """A signal asked the run to stop, and it stopped at a safe point."""
+    """A signal asked the run to stop, and it stopped at a safe point; SIGNUM says which."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.signum = HELD.signum or signal.SIGTERM
 
 
 def kill_point(step):

@@ -664,6 +664,10 @@ class Persist(object):
         self.stop_services()
         try:
             report = delta.sync(self.mount, self.backing, self.keep, filters)
+        except getattr(delta, "Stopped", ()) as exc:
+            # The engine held the signal to a safe point (current whole): the sync ends as stopped by it.
+            self.say(str(exc))
+            raise Stopped(128 + int(exc.signum)) from exc
         except delta.SyncError as exc:
             raise PersistError("copying the changes of %s into %s/current failed: %s"
                                % (self.mount, self.backing, exc)) from exc
@@ -736,22 +740,28 @@ class Persist(object):
 def generations(backing):
     """Lines 'BACK GENERATION WHEN' of the copies BACKING keeps, current (0) first."""
     delta = load_engine()
-    state = delta.Backing(backing)
     if not os.path.isdir(os.path.join(backing, "current")):
         return []
-    head = state.head()
-    lines = []
-    for back in range(0, head + 1):
-        gen = head - back
-        if back and not os.path.isdir(state.undo(gen + 1)):
-            break
-        record = state.record_path(gen) if gen else os.path.join(backing, "current")
-        try:
-            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.lstat(record).st_mtime))
-        except OSError:
-            when = "-"
-        lines.append("%d %d %s" % (back, gen, when))
-    return lines
+    state = delta.Backing(backing)
+    try:
+        head = state.head()
+        lines = []
+        for back in range(0, head + 1):
+            gen = head - back
+            if back and not state.exists(state.undo(gen + 1)):
+                break
+            try:
+                if gen:
+                    made = os.stat(state.record_name(gen), dir_fd=state.state_fd, follow_symlinks=False).st_mtime
+                else:
+                    made = os.lstat(os.path.join(backing, "current")).st_mtime
+                when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(made))
+            except OSError:
+                when = "-"
+            lines.append("%d %d %s" % (back, gen, when))
+        return lines
+    finally:
+        state.close()
 
 
 def return_copy(backing, dest):

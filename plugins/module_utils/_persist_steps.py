@@ -32,6 +32,7 @@ import ctypes
 import errno
 import os
 import shutil
+import stat
 import sys
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths

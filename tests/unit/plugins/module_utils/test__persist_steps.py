@@ -367,7 +367,7 @@ def test_the_copy_returns_to_disk_only_once_nothing_is_mounted_there(tmp_path, m
 
 
 class Returner(ps.PersistSteps):
-    """do_return's tools for real, but cp killed (SystemExit) or cut short (a file left out) when told."""
+    """do_return's tools for real, but the copy killed (SystemExit) or cut short (a file left out) when told."""
 
     def __init__(self, cp=None):
         self.cp = cp
@@ -375,13 +375,24 @@ class Returner(ps.PersistSteps):
     def _tool(self, argv, what):
         import subprocess
         subprocess.run(argv, check=True)
-        if argv[0] == "cp" and self.cp == "kill":
-            raise SystemExit("killed after cp")
-        if argv[0] == "cp" and self.cp == "short":
-            os.unlink(os.path.join(argv[-1], "sub", "f"))
 
     def error(self, message):
         raise RuntimeError(message)
+
+
+def _returning_copy(monkeypatch):
+    """The helper's return copies for real; then a Returner's CP says whether it was killed or cut short."""
+    real = ps._persist_helper.return_copy
+    told = {}
+
+    def return_copy(backing, dest):
+        real(backing, dest)
+        if told.get("cp") == "kill":
+            raise SystemExit("killed after the copy")
+        if told.get("cp") == "short":
+            os.unlink(os.path.join(dest, "sub", "f"))
+    monkeypatch.setattr(ps._persist_helper, "return_copy", return_copy)
+    return told
 
 
 def test_a_return_cut_short_or_refused_leaves_the_directory_on_disk_whole(tmp_path, monkeypatch):
@@ -390,12 +401,16 @@ def test_a_return_cut_short_or_refused_leaves_the_directory_on_disk_whole(tmp_pa
     backing, disk = _returning(tmp_path)
     monkeypatch.setattr(ps, "_is_mount_point", lambda path: False)
     args = {"path": str(disk), "backing": str(backing), "fstype": "tmpfs"}
+    told = _returning_copy(monkeypatch)
+    told["cp"] = "short"
     with pytest.raises(RuntimeError, match="differs from the backing's copy"):
-        Returner(cp="short").do_return(args)
+        Returner().do_return(args)
     assert sorted(os.listdir(disk)) == ["old", "stale"]
+    told["cp"] = "kill"
     with pytest.raises(SystemExit):
-        Returner(cp="kill").do_return(args)
+        Returner().do_return(args)
     assert sorted(os.listdir(disk)) == ["old", "stale"]
+    told["cp"] = None
     # Killed between the two renames of a swap: the directory is away, the copy beside it.
     fresh, aside = ps.return_names(str(disk))
     os.rename(str(disk), aside)
