@@ -106,6 +106,8 @@ def seed_unit(entry, stage):
         run("/usr/bin/mkdir", "-p", stage),
         run("/usr/bin/mount", "--bind", parent, stage),
         run("/usr/bin/mount", "--make-private", stage),
+        "# Without the setgid bit a mode=2750 mount gives every directory cp makes; cp -a sets the root's mode last.",
+        run("/usr/bin/chmod", "g-s", path),
         run("/usr/bin/cp", "-a", "--no-target-directory", lower + "/.", path),
         "# cp -a also gave the mount's root the disk directory's owner and mode: set the entry's again.",
     ]

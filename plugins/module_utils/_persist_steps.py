@@ -445,6 +445,9 @@ def build(item, ex, build_mount, file_step, after=None):
             file_step(middle, paths.PERSIST_DELTA, None)
         if units:
             middle.append(_step("reload"))
+            # A boot between the unmount and this run failed the units (no mount to restore): gone now, so is that.
+            middle.append(_systemctl(["reset-failed", names["persist"], names["sync"], names["timer"]],
+                                     best_effort=True))
         steps, pivot = build_mount(item, ex.systemd, middle)
         for step in steps:
             if step["step"] == "fstab":

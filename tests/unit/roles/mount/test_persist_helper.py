@@ -1179,8 +1179,6 @@ umount "$MOUNT"; mount -t tmpfs ramdisk-test "$MOUNT"; echo x > "$MOUNT/b"
         assert verdict.returncode == 0, verdict.stdout + verdict.stderr
 
 
-# The sync in place skips nested mounts in the engine's walk (issue 41's engine piece, branch wt-engine): until
-# that merge it fails here with "is another file system's mount point"; remove this mark at the merge.
 @needs_unshare
 def test_a_file_system_mounted_inside_is_skipped_and_named(helper):
     """Issue 41: a tmpfs mounted inside a persisted mount made every later sync fail for good."""
