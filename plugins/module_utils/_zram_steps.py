@@ -417,13 +417,19 @@ def _wanted_algorithm(entry, state, kernel, allow_fallback):
 def _kept_root(mount):
     """MOUNT with the root keys its entry left unset (root_keep) as the directory at its path has them: a migrate
     keeps the owner and mode of the directory it goes over, and a live mount the ones it has."""
+    if not mount.get("root_keep"):
+        return mount
     try:
         info = os.stat(mount["path"])
+    except FileNotFoundError:
+        # The directory the run makes (0755, root's), as the next run finds it: a second run changes nothing.
+        info = None
     except (OSError, KeyError):
         return mount
-    if not mount.get("root_keep") or not stat.S_ISDIR(info.st_mode):
+    if info is not None and not stat.S_ISDIR(info.st_mode):
         return mount
-    found = {"mode": "%04o" % stat.S_IMODE(info.st_mode), "owner": str(info.st_uid), "group": str(info.st_gid)}
+    found = {"mode": "%04o" % stat.S_IMODE(info.st_mode), "owner": str(info.st_uid), "group": str(info.st_gid)} \
+        if info is not None else {"mode": "0755", "owner": "0", "group": "0"}
     return dict(mount, **dict((key, found[key]) for key in mount["root_keep"] if key in found))
 
 

@@ -532,3 +532,14 @@ def test_a_migrated_directory_keeps_the_owner_and_mode_its_entry_leaves_unset(ho
                                          set())
     root = [step["args"] for step in steps if step["step"] == "root"][0]
     assert (root["mode"], root["owner"], root["group"]) == ("0755", None, "4343")
+
+
+def test_a_directory_the_run_makes_gets_the_root_a_second_run_finds(host):
+    # The VM's molecule scenario: /srv/zram did not exist; the second run found it 0755 root's and changed the record.
+    missing = host / "made"
+    kept = zs._kept_root({"path": str(missing), "root_keep": ["mode", "owner", "group"]})
+    os.makedirs(str(missing), 0o755)
+    os.chmod(str(missing), 0o755)
+    found = zs._kept_root({"path": str(missing), "root_keep": ["mode", "owner", "group"]})
+    assert (kept["mode"], kept["owner"], kept["group"]) == (found["mode"], found["owner"], found["group"]) \
+        == ("0755", "0", "0")
