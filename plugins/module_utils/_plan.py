@@ -19,6 +19,7 @@ the backing must be on disk, outside every RAM mount, and not shared.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import unicodedata
 
@@ -855,8 +856,8 @@ def _decide(entry, facts, host, var_name, errors):
         return
 
     below = path_facts.get("below") or {}
-    if backend in ("tmpfs", "ramfs") and _mount_steps.seeded(entry) and path_facts.get("empty") and \
-            below.get("empty") is False:
+    if backend in ("tmpfs", "ramfs") and (_mount_steps.seeded(entry) or _persisted_without_copy(entry)) and \
+            path_facts.get("empty") and below.get("empty") is False:
         # Empty over a directory that holds data: a boot mounted it from its /etc/fstab line and nothing filled it
         # (no systemd to run its copy unit, or the run that wrote the line died before it). Taken as it is, it would
         # hide that data for good; it is replaced by a new mount filled from the disk, as the first run did. (zram
@@ -941,6 +942,14 @@ def _decide(entry, facts, host, var_name, errors):
         entry["action"] = "remount"
     else:
         entry["action"] = "ok"
+
+
+def _persisted_without_copy(entry):
+    """A migrate with persist whose backing holds no copy yet: found empty over the directory, it was never filled
+    (a power cut before its first copy); taken as it is, the empty RAM would become the backing's first copy."""
+    persist = entry.get("persist") or {}
+    backing = persist.get("backing")
+    return bool(entry.get("migrate") and backing and not os.path.isdir(os.path.join(backing, "current")))
 
 
 def _check_migration_fits(entry, path_facts, host, where, errors):

@@ -660,3 +660,23 @@ def test_a_host_without_python3_is_refused_persist(python3, systemd, refused):
                          "package python3), or set persist: null here."]
     else:
         assert found == []
+
+
+@pytest.mark.parametrize("has_copy", [False, True], ids=["no copy in the backing", "the backing holds a copy"])
+def test_an_empty_persisted_mount_over_migrated_data_is_filled_again_until_the_backing_holds_a_copy(monkeypatch,
+                                                                                                   has_copy):
+    """Issue 41: a power cut before a persisted migrate's first copy left a boot's empty tmpfs over the data; taken as
+    it was, the empty RAM became the backing's first copy. With no copy in the backing it is filled from the disk
+    again; once the backing holds one, the persist unit restores from it."""
+    from ansible_collections.ramdisk.provision.plugins.module_utils import _plan as plan_mod
+    backing = "/var/lib/ramdisk-backing/host-plan-test"
+    real_isdir = os.path.isdir
+    monkeypatch.setattr(plan_mod.os.path, "isdir",
+                        lambda path: has_copy if path == backing + "/current" else real_isdir(path))
+    entry = {"path": "/srv/data", "size": "16M", "persist": {"backing": backing, "interval": "1h"}}
+    result = plan([entry], view=FakeView(records=OURS), host_facts=_booted_empty())
+    assert len(result["tmpfs"]) == 1, result["errors"]
+    (planned,) = result["tmpfs"]
+    assert bool(planned.get("refill")) is not has_copy, (planned.get("action"), result["errors"])
+    if not has_copy:
+        assert planned["action"] == "migrate"
