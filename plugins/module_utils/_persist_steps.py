@@ -136,6 +136,66 @@ def exchange(new, path, aside):
     os.rename(aside, new)
 
 
+# A directory that is a mount point of its own: the copy returns inside it (NEW), the old entries go aside (PART,
+# renamed WHOLE once all are there), then the new ones move up: renames within its own file system only.
+IN_PLACE = (".ramdisk-return", ".ramdisk-replaced", ".ramdisk-replaced-all")
+
+
+def _own_mount(path):
+    """Whether PATH is itself a mount point in the kernel's table (a bind or a volume ismount() cannot see)."""
+    real = os.path.realpath(path)
+    return any(mount["mount_point"] == real for mount in parse_mountinfo(_read_text("/proc/self/mountinfo") or ""))
+
+
+def _move_entries(src, dst, skip=()):
+    for name in os.listdir(src):
+        if name not in skip:
+            os.rename(os.path.join(src, name), os.path.join(dst, name))
+
+
+def resume_in_place(path):
+    """A swap in place that a kill cut short, finished (all the old entries were aside: the new ones move up) or
+    undone (the old entries back); the backing keeps the data until the step after the return either way."""
+    new, part, whole = (os.path.join(path, name) for name in IN_PLACE)
+    if os.path.isdir(whole):
+        _move_entries(new, path)
+        _remove_ours(new)
+        _remove_ours(whole)
+    elif os.path.isdir(part):
+        _move_entries(part, path)
+        os.rmdir(part)
+        _remove_ours(new)
+    fsync_dir(path)
+
+
+def swap_in_place(path):
+    """The checked copy in PATH/NEW becomes PATH's contents: every old entry renamed into PART, PART renamed WHOLE (all
+    old entries are aside), the new entries renamed up, PATH given the copy's root attributes, then the old go."""
+    new, part, whole = (os.path.join(path, name) for name in IN_PLACE)
+    if any(name in IN_PLACE for name in os.listdir(new)):
+        raise OSError(errno.EEXIST, "the backing's copy of %s holds one of the names %s that the return uses: move it "
+                                    "and run again" % (path, ", ".join(IN_PLACE)))
+    os.mkdir(part, 0o700)
+    _move_entries(path, part, skip=IN_PLACE)
+    fsync_dir(part)
+    os.rename(part, whole)
+    fsync_dir(path)
+    _move_entries(new, path)
+    fd = os.open(new, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        meta = _persist_delta._meta(os.fstat(fd), _persist_delta._xattrs(fd), "")  # pylint: disable=protected-access
+    finally:
+        os.close(fd)
+    os.rmdir(new)
+    _remove_ours(whole)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        _persist_delta.set_attrs_fd(fd, meta)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _remove_ours(path):
     """Remove PATH, a directory of do_return's own name (its owner is the data's); a link or a file there is refused."""
     try:
@@ -246,7 +306,13 @@ class PersistSteps(object):
                        % (path, path, args["backing"]))
         if not os.path.isdir(path):
             os.makedirs(path, 0o755)
-        for left in (fresh, aside):
+        in_place = _own_mount(path)
+        if in_place:
+            # The directory is a mount point of its own (a container's volume, a bind): renaming it is refused
+            # (EXDEV, EBUSY), so the copy is made inside it and swapped in entry by entry (swap_in_place).
+            fresh = os.path.join(path, IN_PLACE[0])
+            resume_in_place(path)
+        for left in (fresh,) if in_place else (fresh, aside):
             # A copy cut short, or the directory a swap replaced: the directory on disk and the backing hold the data.
             _remove_ours(left)
         os.mkdir(fresh, 0o700)
@@ -266,6 +332,14 @@ class PersistSteps(object):
         if args.get("fstype") not in ("tmpfs", "ramfs") and os.path.isdir(lost) and not os.listdir(lost):
             os.rmdir(lost)  # the RAM file system's own, empty: not data
         self._tool(["sync", "-f", fresh], "Flushing the copy returned beside %s" % path)
+        if in_place:
+            swap_in_place(path)
+            _entries, mismatches = self._compare(current, path, "the backing's copy", "the directory on disk")
+            if mismatches:
+                self.error("the directory on disk differs from the backing's copy of %s in %d ways after the swap: "
+                           "%s. The backing %s keeps the data" % (path, len(mismatches),
+                                                                 " ".join(mismatches[:MAX_LISTED]), args["backing"]))
+            return {"returned": True, "entries": entries, "in_place": True}
         exchange(fresh, path, aside)
         fsync_dir(os.path.dirname(path))
         _remove_ours(fresh)

@@ -486,3 +486,28 @@ def test_the_end_state_of_a_run_decides_which_persisted_mounts_remain(persist_ho
     assert ps.persisted_after([gone]) == set()
     assert ps.persisted_after([gone, new]) == {new["token"]}
     assert ps.persisted_after([new, gone]) == {new["token"]}
+
+
+@pytest.mark.parametrize("cut", [None, "aside", "moving up"])
+def test_a_directory_that_is_a_mount_point_of_its_own_gets_the_copy_in_place(tmp_path, monkeypatch, cut):
+    """The tarball lab's /var/lib/postgresql is a container volume: renaming it over gives EXDEV. The copy is made
+    inside it and swapped in entry by entry; a kill while the old entries go aside is undone, one while the new ones
+    move up is finished, and the data is whole on disk or in the backing at every instant."""
+    backing, disk = _returning(tmp_path)
+    monkeypatch.setattr(ps, "_is_mount_point", lambda path: False)
+    monkeypatch.setattr(ps, "_own_mount", lambda path: True)
+    args = {"path": str(disk), "backing": str(backing), "fstype": "tmpfs"}
+    if cut:
+        # The state a kill leaves: a checked copy inside, the old entries aside (all, or some).
+        new, part, whole = (disk / name for name in ps.IN_PLACE)
+        os.makedirs(new / "sub")
+        (new / "sub" / "f").write_text("new")
+        os.makedirs(part)
+        os.rename(str(disk / "old"), str(part / "old"))
+        if cut == "moving up":
+            os.rename(str(disk / "stale"), str(part / "stale"))
+            os.rename(str(part), str(whole))
+            os.rename(str(new / "sub"), str(disk / "sub"))
+    assert Returner().do_return(args)["returned"]
+    assert sorted(os.listdir(disk)) == ["sub"] and (disk / "sub" / "f").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["backing", "disk"]
