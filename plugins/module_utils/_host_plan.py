@@ -303,6 +303,8 @@ def busy_errors(host, mounts, view, vendor_tmp=False):
     errors = []
     for entry in mounts:
         refill = entry.get("refill") and entry.get("action") == "migrate"
+        if refill and entry.get("persist"):
+            continue  # the services persist names are stopped first, as for a removal; others fail its umount
         if not refill and (entry["state"] != "absent" or entry.get("action") != "unmount" or entry.get("persist") or (
                 vendor_tmp and entry["path"] == "/tmp" and entry.get("fstype") == "tmpfs")):
             continue
