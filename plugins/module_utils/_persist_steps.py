@@ -196,6 +196,22 @@ def swap_in_place(path):
         os.close(fd)
 
 
+def replace_by_copy(fresh, path):
+    """PATH's entries replaced by a copy of FRESH's (the engine's copier, by directory descriptors), where no rename
+    can swap them: PATH emptied first, then filled, then flushed."""
+    _persist_helper.empty_directory(path, spare=None)
+    src = os.open(fresh, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        dst = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            _persist_delta.Copier().copy_contents(src, dst, None)
+            os.fsync(dst)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+
+
 def _remove_ours(path):
     """Remove PATH, a directory of do_return's own name (its owner is the data's); a link or a file there is refused."""
     try:
@@ -340,7 +356,19 @@ class PersistSteps(object):
                            "%s. The backing %s keeps the data" % (path, len(mismatches),
                                                                  " ".join(mismatches[:MAX_LISTED]), args["backing"]))
             return {"returned": True, "entries": entries, "in_place": True}
-        exchange(fresh, path, aside)
+        try:
+            exchange(fresh, path, aside)
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EBUSY):
+                raise
+            # overlayfs (a container's root) refuses to rename a directory of its lower layer: the checked copy
+            # beside it is copied over instead; until it is gone it and the backing each hold the data whole.
+            replace_by_copy(fresh, path)
+            _entries, mismatches = self._compare(current, path, "the backing's copy", "the directory on disk")
+            if mismatches:
+                self.error("the directory on disk differs from the backing's copy of %s in %d ways: %s. The backing "
+                           "%s and %s keep the data" % (path, len(mismatches), " ".join(mismatches[:MAX_LISTED]),
+                                                         args["backing"], fresh))
         fsync_dir(os.path.dirname(path))
         _remove_ours(fresh)
         return {"returned": True, "entries": entries}

@@ -511,3 +511,20 @@ def test_a_directory_that_is_a_mount_point_of_its_own_gets_the_copy_in_place(tmp
     assert Returner().do_return(args)["returned"]
     assert sorted(os.listdir(disk)) == ["sub"] and (disk / "sub" / "f").read_text() == "new"
     assert sorted(os.listdir(tmp_path)) == ["backing", "disk"]
+
+
+def test_a_directory_no_rename_can_swap_gets_the_checked_copy_copied_over(tmp_path, monkeypatch):
+    """A container's overlayfs refuses to rename a directory of its image (EXDEV): the tarball lab's
+    /var/lib/postgresql. The checked copy beside it is copied over it instead, then goes."""
+    import errno as errno_mod
+    backing, disk = _returning(tmp_path)
+    monkeypatch.setattr(ps, "_is_mount_point", lambda path: False)
+    monkeypatch.setattr(ps, "_own_mount", lambda path: False)
+
+    def exdev(new, path, aside):
+        raise OSError(errno_mod.EXDEV, "exchanging %s and %s: Invalid cross-device link" % (new, path))
+    monkeypatch.setattr(ps, "exchange", exdev)
+    args = {"path": str(disk), "backing": str(backing), "fstype": "tmpfs"}
+    assert Returner().do_return(args)["returned"]
+    assert sorted(os.listdir(disk)) == ["sub"] and (disk / "sub" / "f").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["backing", "disk"]
