@@ -119,6 +119,8 @@ def seed_unit(entry, stage):
         lines.append(run("/usr/bin/chmod", str(entry["mode"]), path))
     lines += [
         run("/usr/bin/umount", stage),
+        # Left empty for the next boot's copy otherwise; '-': another mount's copy may be using it.
+        "ExecStart=-" + " ".join(unit_word(arg, command=True) for arg in ("/usr/bin/rmdir", stage)),
         "ExecStopPost=-" + " ".join(unit_word(arg, command=True) for arg in ("/usr/bin/umount", stage)),
         "",
         "[Install]",

@@ -286,7 +286,6 @@ def test_an_empty_mount_that_was_written_to_since_the_plan_stays(tmp_path, monke
     assert calls == [["umount", str(mounted)]]
 
 
-
 def _undo_after_reboot(monkeypatch, line, old, mounted):
     """The fstab step of LINE over OLD lines undone in a later boot, which mounted MOUNTED (source, fstype) at
     LINE's path; returns the umounts run. The file is as before either way."""

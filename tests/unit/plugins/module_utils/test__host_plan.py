@@ -663,8 +663,7 @@ def test_a_host_without_python3_is_refused_persist(python3, systemd, refused):
 
 
 @pytest.mark.parametrize("has_copy", [False, True], ids=["no copy in the backing", "the backing holds a copy"])
-def test_an_empty_persisted_mount_over_migrated_data_is_filled_again_until_the_backing_holds_a_copy(monkeypatch,
-                                                                                                   has_copy):
+def test_an_empty_persisted_mount_over_data_is_filled_again_until_its_backing_holds_a_copy(monkeypatch, has_copy):
     """Issue 41: a power cut before a persisted migrate's first copy left a boot's empty tmpfs over the data; taken as
     it was, the empty RAM became the backing's first copy. With no copy in the backing it is filled from the disk
     again; once the backing holds one, the persist unit restores from it."""
