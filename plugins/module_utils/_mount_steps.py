@@ -120,7 +120,8 @@ def seed_unit(entry, stage):
     lines += [
         run("/usr/bin/umount", stage),
         # Left empty for the next boot's copy otherwise; '-': another mount's copy may be using it.
-        "ExecStart=-" + " ".join(unit_word(arg, command=True) for arg in ("/usr/bin/rmdir", stage)),
+        "ExecStart=-" + " ".join(unit_word(arg, command=True) for arg in (
+            "/usr/bin/rmdir", "--ignore-fail-on-non-empty", stage, _host_paths.STAGE_ROOT)),
         "ExecStopPost=-" + " ".join(unit_word(arg, command=True) for arg in ("/usr/bin/umount", stage)),
         "",
         "[Install]",

@@ -354,7 +354,7 @@ class PersistSteps(object):
             if mismatches:
                 self.error("the directory on disk differs from the backing's copy of %s in %d ways after the swap: "
                            "%s. The backing %s keeps the data" % (path, len(mismatches),
-                                                                 " ".join(mismatches[:MAX_LISTED]), args["backing"]))
+                                                                  " ".join(mismatches[:MAX_LISTED]), args["backing"]))
             return {"returned": True, "entries": entries, "in_place": True}
         try:
             exchange(fresh, path, aside)
@@ -368,7 +368,7 @@ class PersistSteps(object):
             if mismatches:
                 self.error("the directory on disk differs from the backing's copy of %s in %d ways: %s. The backing "
                            "%s and %s keep the data" % (path, len(mismatches), " ".join(mismatches[:MAX_LISTED]),
-                                                         args["backing"], fresh))
+                                                        args["backing"], fresh))
         fsync_dir(os.path.dirname(path))
         _remove_ours(fresh)
         return {"returned": True, "entries": entries}

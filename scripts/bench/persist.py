@@ -46,7 +46,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import resource
 import shutil
 import subprocess

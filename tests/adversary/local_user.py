@@ -871,7 +871,7 @@ def drive(args, attacks, work, began):
                 results.append(outcome)
 
     # Daemons: a TERM ends the run without waiting for them (main's clean-up removes their containers).
-    workers = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, args.jobs))]
+    workers = [threading.Thread(target=worker, daemon=True) for _number in range(max(1, args.jobs))]
     for one in workers:
         one.start()
     for one in workers:

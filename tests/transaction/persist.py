@@ -484,13 +484,13 @@ def cut_after(spec, runner):
         if os.path.isdir(backing):
             problems.append("the backing %s is still there after the next run" % backing)
         problems += ["the directory on disk: %s" % s for s in compare_trees(want, disk, "the data at the cut",
-                                                                             "disk", root_mtime=False)][:10]
+                                                                            "disk", root_mtime=False)][:10]
     else:
         if mounted is None:
             problems.append("%s is not mounted after the next run" % path)
         elif want is not None:
             problems += ["the mount: %s" % s for s in compare_trees(want, mounted, "the data", "mount",
-                                                                     root_mtime=False)][:10]
+                                                                    root_mtime=False)][:10]
         if want is not None:
             problems += ["the backing's current copy: %s" % s for s in compare_trees(
                 want, current or {}, "the data", "backing's copy", root_mtime=False)][:10]
@@ -498,7 +498,7 @@ def cut_after(spec, runner):
             problems.append("the backing's current copy is not the mount's data after the next run")
         if kind == "adopt-cut":
             problems += ["the disk copy: %s" % s for s in compare_trees(want, disk_now(WORK), "fixture", "disk",
-                                                                         root_mtime=False)][:10]
+                                                                        root_mtime=False)][:10]
     return {"hidden": facts, "second": facts["second"], "problems": problems}
 
 
@@ -779,7 +779,7 @@ def report_cuts(kind, results, end, points=None):
     print("\nPower cuts of %s:\na run killed just before its journal write N (N=%d: the whole run), then a power cut "
           "(the container's PID 1 killed), its boot, a new boot id and the next run." % (what, end or 0))
     print("%4s  %-30s %-22s %-9s %-28s %-4s %-32s %s" % ("N", "killed after (journal)", "at the cut", "boot",
-                                                       "the next run recovered", "2nd", "after", "verdict"))
+                                                         "the next run recovered", "2nd", "after", "verdict"))
     problems = []
     for n in points or range(1, end + 1):
         result = results.get("%s-kill-%d" % (kind, n)) or {"error": "not run"}
@@ -792,7 +792,7 @@ def report_cuts(kind, results, end, points=None):
         hidden, second = result["hidden"], result["second"]
         print("%4d  %-30s %-22s %-9s %-28s %-4s %-32s %s" % (
             n, hidden["killed_after"][:30], "backing %s, disk %s" % (hidden["at_cut"]["backing"],
-                                                                    hidden["at_cut"]["disk"]),
+                                                                     hidden["at_cut"]["disk"]),
             hidden["boot_mounted"], (", ".join(second["recovered"]) or "nothing")[:28],
             "ok" if second["ok"] else "FAIL",
             " ".join("%s %s" % item for item in sorted(hidden["after"].items()))[:32], "pass" if not found else "FAIL"))

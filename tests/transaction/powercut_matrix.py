@@ -62,7 +62,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import uuid
 
@@ -106,7 +105,7 @@ def saved_steps(lines):
         step = steps[line["i"]] if line["i"] < len(steps) else {}
         argv = (step.get("args") or {}).get("argv") or []
         if step.get("step") in ("sync", "writeback") or (step.get("step") == "systemctl" and argv == ["stop",
-                                                                                                       persist_unit]):
+                                                                                                      persist_unit]):
             saved.append("%d %s" % (line["i"], step["step"]))
     return saved
 
@@ -493,7 +492,7 @@ def report(kind, results, reference, end, stride=1, start=1):
     container = kind in CONTAINER_KINDS
     if container:
         print("%4s  %-30s %-14s %-23s %-8s %-26s %-4s %s" % ("N", "cut after (journal)", "saved", "after boot m/d/b",
-                                                            "data", "the next run recovered", "2nd", "verdict"))
+                                                             "data", "the next run recovered", "2nd", "verdict"))
     else:
         print("%4s  %-30s %-26s %-34s %-4s %s" % ("N", "cut after (journal)", "mounted by the boot",
                                                   "the next run recovered", "2nd", "verdict"))

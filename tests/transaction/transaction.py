@@ -1116,9 +1116,9 @@ def report_case(name, result):
     if result.get("error"):
         return ["%s: %s" % (name, result["error"])]
     print("\n%s: first run %s%s, %s" % (name, "ok" if result["first"]["ok"] else "FAILED: %s" % result["first"]["msg"],
-                                       "" if "mount_id_reused" not in result else " (the kernel %s the mount ID)"
-                                       % ("reused" if result["mount_id_reused"] else "did not reuse"),
-                                       "pass" if not result["problems"] else "FAIL"))
+                                        "" if "mount_id_reused" not in result else " (the kernel %s the mount ID)"
+                                        % ("reused" if result["mount_id_reused"] else "did not reuse"),
+                                        "pass" if not result["problems"] else "FAIL"))
     return ["%s: %s" % (name, problem) for problem in result["problems"]]
 
 
