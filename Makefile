@@ -94,6 +94,8 @@ transaction-persist: setup
 # system; migrate with persist, persist adopting a backing, a live mount gaining persist, removal with return) cut
 # after each journaled step, booted and run again: no file lost, none hidden, none only in RAM. Namespaces (zram one
 # point at a time), and systemd containers (pcmatrix-*) for persist; prints the number of points and a table per kind.
+# Every point of every kind (about 256, 35 minutes here); `make test` takes every other point of the container kinds
+# (tests/transaction/powercut_matrix.py says why that keeps every state a host can be left in).
 .PHONY: transaction-powercut
 transaction-powercut: setup
 	bash scripts/test/powercut_matrix.sh

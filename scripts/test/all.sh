@@ -30,12 +30,12 @@ declare -A EXPECTED=([vm-image+molecule-vm]=1200 [build+tarball-lab]=900 [sanity
                      [molecule-benchmark]=600 [molecule-metrics]=300 [molecule-zram]=260 [molecule-tmpfs_ramfs]=240
                      [molecule-database]=240 [molecule-policy]=160 [molecule-tmpfs_absent]=150 [molecule-survey]=90
                      [molecule-tmpfs_invalid]=90 [unit]=110 [lint]=90 [transaction]=330
-                     [transaction-persist]=420 [transaction-powercut]=2070 [log]=100 [transaction-persist-services]=20 [ee]=5 [apt-lock]=35 [demo]=120 [powercut]=500 [local-user]=150)
+                     [transaction-persist]=420 [transaction-powercut]=1100 [log]=100 [transaction-persist-services]=20 [ee]=5 [apt-lock]=35 [demo]=120 [powercut]=500 [local-user]=150)
 # The command of each suite.
 declare -A COMMAND=([lint]="bash scripts/test/lint.sh" [unit]=".venv/bin/python -m pytest tests/unit -q"
                     [hostile]="bash scripts/test/hostile.sh" [transaction]="bash scripts/test/transaction.sh"
                     [transaction-persist]="bash scripts/test/transaction_persist.sh"
-                    [transaction-powercut]="bash scripts/test/powercut_matrix.sh"
+                    [transaction-powercut]="bash scripts/test/powercut_matrix.sh --stride 2"
                     [log]="bash scripts/test/log_purpose.sh"
                     [transaction-persist-services]="make transaction-persist-services"
                     [sanity]="bash scripts/test/sanity.sh --all"
