@@ -48,12 +48,13 @@ the end; the digest of both trees is computed on the way; (2) write the record a
 undo-N and the staged one in, each del moves the old entry to undo-N, each attrs sets absolute values; every step
 can be done again after a kill (a rename whose source is gone is done); (6) syncfs, remove the stage, rename the
 record to gen-N.json, remove what is beyond KEEP. A kill before (4) leaves current untouched (the stage is thrown
-away by the next sync); a kill after it is rolled forward by the next sync or by the executor before it reads
-current. SIGTERM, SIGINT and SIGHUP are held to a safe point: before (4) the sync removes what it staged and stops,
-after it the apply is finished first; either way it exits with a "stopped" error and current is one whole
-generation. A file system mounted inside MOUNT is not copied (rsync -x): its mount point is kept, empty, and named
-in the report's skipped_mounts. A restore never writes the backing (a full disk must not keep the data from the
-mount at boot): it copies current and applies a pending record to its copy.
+away by the next sync); a kill after it is rolled forward by the next sync, restore or verify, or by the executor
+before it reads current. SIGTERM, SIGINT and SIGHUP are held to a safe point: before (4) the sync removes what it
+staged and stops, after it the apply is finished first; either way it exits with a "stopped" error and current is one
+whole generation. A file system mounted inside MOUNT is not copied (rsync -x): its mount point is kept, empty, and named
+in the report's skipped_mounts. A restore rolls a pending record forward first, so that what it copies is current,
+whole; where the backing cannot be written (full, read-only) it only reads it (a full disk must not keep the data
+from the mount at boot): it copies current and applies the record to its copy, and the next sync rolls forward.
 
   persist-delta.py sync MOUNT BACKING [--keep K] [--include PATTERN | --exclude PATTERN]...
                                                  prints a JSON line: generation, counts, bytes written,
@@ -1487,8 +1488,8 @@ def _sync(backing, mount, backing_dir, keep, excludes):
         marks.append(("apply", time.monotonic()))
         backing.finalize(record)
     except OSError as exc:
-        raise SyncError("applying generation %d failed: %s; it is committed: the next sync finishes it, and a "
-                        "restore meanwhile applies it to its copy" % (gen, exc)) from exc
+        raise SyncError("applying generation %d failed: %s; it is committed: the next sync or restore "
+                        "finishes it" % (gen, exc)) from exc
     marks.append(("syncfs, record, prune", time.monotonic()))
     if HELD.signum:
         raise Stopped("stopped by %s after generation %d was committed: it was applied and recorded first; current "
@@ -1564,16 +1565,38 @@ def _revert_copy(backing, record, dest_fd):
     revert_attrs(record, dest_fd)
 
 
+def _roll_forward_to_restore(backing_dir):
+    """A sync or rollback of BACKING_DIR cut short after its commit point, finished in the backing before a restore
+    reads it, so that the copy restored is current: (what it did, '') or, where the backing cannot be written (full,
+    read-only, failing), ('', why not), and the restore applies the record to its copy alone. A signal meanwhile
+    waits for the roll-forward to end, then stops the restore."""
+    state = os.path.join(backing_dir, STATE)
+    if not any(os.path.lexists(os.path.join(state, name)) for name in ("commit.json", "rollback.json")):
+        return "", ""  # nothing pending: the restore writes nothing
+    with HELD:
+        try:
+            done, why = roll_forward(backing_dir), ""
+        except OSError as exc:
+            done, why = "", ("could not roll %s forward (%s): what was cut short is applied to the restored copy "
+                             "alone, and current has it once the next sync rolls forward" % (backing_dir, exc))
+        if HELD.signum:
+            raise Stopped("stopped by %s before the restore copied anything: %s"
+                          % (HELD.name(), done or "nothing was rolled forward"))
+    return done, why
+
+
 def restore(backing_dir, dest, back=0):
-    """Current, or the generation BACK before it, into the empty directory DEST, without writing the backing: a
-    sync cut short after its commit point is applied to the copy (the next sync rolls the backing forward)."""
+    """Current, or the generation BACK before it, into the empty directory DEST. A sync cut short after its commit
+    point is rolled forward first, so that DEST is current; where the backing cannot be written, it is applied to the
+    copy alone (a full backing disk must not keep the data from the mount), and the next sync rolls forward."""
+    recovered, warning = _roll_forward_to_restore(backing_dir)
     backing = Backing(backing_dir)
     try:
         backing.lock_to_read()
         pending = backing.pending()
         if back and pending:
-            raise SyncError("%s holds a %s cut short: run a sync first (persist sync TOKEN), then restore %d back"
-                            % (backing_dir, pending[0], back))
+            raise SyncError("%s holds a %s cut short that could not be finished (%s): run a sync first (persist "
+                            "sync TOKEN), then restore %d back" % (backing_dir, pending[0], warning, back))
         head = backing.head()
         cur = backing.current_fd()
         if back and head and backing.record(backing.record_name(head)).base != backing.current_name:
@@ -1585,19 +1608,23 @@ def restore(backing_dir, dest, back=0):
             raise SyncError("%s keeps no reverse delta of generation(s) %s: cannot restore %d back"
                             % (backing_dir, missing or [head - back], back))
         dest_fd = os.open(dest, _DIR_FLAGS)
+        report = {"result": "ok", "recovered": recovered, "warning": warning}
         try:
             Copier().copy_contents(cur, dest_fd, None)
             if pending and pending[0] == "commit":
                 _apply_to_copy(backing, pending[1], dest_fd)
-                return {"result": "ok", "generation": pending[1].gen, "pending": "commit"}
+                report.update(generation=pending[1].gen, pending="commit")
+                return report
             if pending:
                 # A rollback cut short: the entries it moved back are in current, the others still in its reverse
                 # delta.
                 _revert_copy(backing, pending[1], dest_fd)
-                return {"result": "ok", "generation": pending[1].gen - 1, "pending": "rollback"}
+                report.update(generation=pending[1].gen - 1, pending="rollback")
+                return report
             for gen in wanted:
                 _revert_copy(backing, backing.record(backing.record_name(gen)), dest_fd)
-            return {"result": "ok", "generation": head - back}
+            report.update(generation=head - back)
+            return report
         finally:
             os.close(dest_fd)
     finally:

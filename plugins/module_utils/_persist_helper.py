@@ -622,6 +622,11 @@ class Persist(object):
             except (delta.SyncError, OSError, subprocess.CalledProcessError) as exc:
                 raise PersistError("copying %s/current into %s failed: %s" % (self.backing, self.mount, exc)) from exc
             remove(self.partial)
+            if report.get("recovered"):
+                self.say("%s held a sync cut short after its commit record: %s before the copy, so that the mount "
+                         "is its current copy" % (self.backing, report["recovered"]))
+            if report.get("warning"):
+                self.say(report["warning"])
             self.say("restored %s from %s/%s%s" % (self.mount, self.backing, self.current_name(),
                                                    " (%d generation(s) back)" % back if back else "")
                      + (" (with the sync cut short applied to the copy)" if report.get("pending") else ""))
@@ -765,9 +770,10 @@ def generations(backing):
 
 
 def return_copy(backing, dest):
-    """The backing's current copy into DEST, a new or empty directory (a sync cut short after its commit point applied
-    to the copy; the backing is only read). A DEST that holds anything is refused, never emptied: the executor
-    returns into a new directory beside the one on disk and swaps it in once checked. Raises PersistError."""
+    """The backing's current copy into DEST, a new or empty directory (a sync cut short after its commit point rolled
+    forward first, or, where the backing cannot be written, applied to the copy alone). A DEST that holds anything is
+    refused, never emptied: the executor returns into a new directory beside the one on disk and swaps it in once
+    checked. Raises PersistError."""
     delta = load_engine()
     if not os.path.isdir(os.path.join(backing, "current")):
         raise PersistError("%s has no current copy to return into %s" % (backing, dest))

@@ -5,7 +5,8 @@ Every comparison is byte for byte and by metadata (module_utils/_tree's digest: 
 nanosecond, size, sha256, symlink target, device number, xattrs and ACLs; the root's mtime too), plus the hard-link
 structure (which paths share an inode). A kill is a real SIGKILL of the sync process at a named step (the script's
 PERSIST_DELTA_KILL_AT), or at a random moment; a restore after it must give the old tree or the new one, whichever the
-kill's step says (never a mix) without writing the backing, and the next sync or verify rolls the backing forward. A
+kill's step says (never a mix), and leave current that tree: it rolls the backing forward first (a backing it cannot
+write, full or read-only, only has the record applied to the restore's copy, and the next sync rolls forward). A
 kill leaves the page cache to the kernel, so a power cut is tested apart: at each step the backing's ext4 is shut down
 without flushing its journal, then mounted again (persist_delta_powercut.py, in a private mount namespace).
 """
@@ -353,6 +354,10 @@ ALL_STEPS = os.environ.get("RAMDISK_TEST_ALL_STEPS") == "1"
 KILL_STEPS = STEPS if ALL_STEPS else ["planned", "staged", "synced", "committed", "apply:1", "apply:5", "apply:17",
                                       "apply:22", "apply:%d" % EDGE_OPERATIONS, "applied", "recorded", "pruned"]
 POWERCUT_STEPS = STEPS if ALL_STEPS else ["synced", "committed", "apply:17", "recorded"]
+# A power cut of the sync, then one of the restore at the next boot while it rolls the backing forward (the lab's
+# power-cut test's "sync" and "restore" cuts), at these steps of each.
+POWERCUT_RESTORE_STEPS = [("committed", "apply:5"), ("apply:17", "apply:22"), ("apply:17", "applied"),
+                          ("apply:%d" % EDGE_OPERATIONS, "recorded")]
 
 
 @pytest.mark.parametrize("step", KILL_STEPS)
@@ -365,12 +370,11 @@ def test_a_kill_at_any_step_leaves_the_old_tree_or_the_new_one(setup, step):
     if step == "apply:17":
         # Half-way through the apply current is neither tree: only rolling forward makes it one.
         assert same(old, snapshot(setup.current())) and same(new, snapshot(setup.current()))
-    backing = snapshot(setup.backing)
     assert not same(expected, setup.restored())
-    # The restore read the backing only: a full backing disk cannot keep the data from the mount.
-    assert not same(backing, snapshot(setup.backing))
-    if step.startswith("apply:") or step == "committed":
-        assert setup.run("restore", setup.backing, str(setup.tmp), "--back", "1", check=False).returncode == 1
+    # The restore finished the sync in the backing first: what it restored is current, whole (the power-cut test's
+    # check), with nothing left pending.
+    assert not same(expected, snapshot(setup.current()))
+    assert not os.path.exists(os.path.join(setup.backing, ".persist-delta", "commit.json"))
     assert setup.run("verify", setup.backing)["result"] == "ok"
     if previous:
         assert not same(previous, setup.restored(back=1))
@@ -383,19 +387,61 @@ def test_a_kill_at_any_step_leaves_the_old_tree_or_the_new_one(setup, step):
     assert not same(new, setup.restored())
 
 
+@pytest.mark.parametrize("sync_step,restore_step", [("committed", "apply:5"), ("apply:17", "apply:22"),
+                                                     ("apply:17", "applied"), ("apply:22", "recorded")])
+def test_a_restore_killed_while_it_rolls_forward_is_finished_by_the_next_one(setup, sync_step, restore_step):
+    """The power-cut test's cut 1 and 2: a sync killed after its commit point, then the restore that rolls it forward
+    killed (its kill points are the roll-forward's), then a restore: the new tree, and current is that tree."""
+    _old, new = two_generations(setup)
+    assert setup.sync(kill_at=sync_step, check=False).returncode == -signal.SIGKILL
+    dest = str(setup.tmp / "killed-restore")
+    os.mkdir(dest)
+    killed = setup.run("restore", setup.backing, dest, kill_at=restore_step, check=False)
+    assert killed.returncode == -signal.SIGKILL, (killed.stdout, killed.stderr)
+    assert not same(new, setup.restored())
+    assert not same(new, snapshot(setup.current()))
+    assert setup.run("verify", setup.backing)["result"] == "ok"
+
+
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs unshare")
+@pytest.mark.parametrize("step", ["committed", "apply:1", "apply:17", "apply:%d" % EDGE_OPERATIONS])
+def test_a_backing_the_restore_cannot_write_has_the_record_applied_to_the_copy(setup, step):
+    """Read-only (a full disk alike): the roll-forward fails, and the restore still gives the new tree, from current
+    and the stage, without writing the backing; the next sync rolls forward."""
+    _old, new = two_generations(setup)
+    assert setup.sync(kill_at=step, check=False).returncode == -signal.SIGKILL
+    backing = snapshot(setup.backing)
+    dest = str(setup.tmp / "restored-ro")
+    os.mkdir(dest)
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                           'b="$1"; shift; mount --bind "$b" "$b" && mount -o remount,bind,ro "$b" || exit 99; '
+                           'exec "$@"', "sh", setup.backing, sys.executable, SCRIPT, "restore", setup.backing, dest],
+                          capture_output=True, text=True, check=False)
+    if done.returncode == 99:
+        pytest.skip("no read-only bind mount here: %s" % done.stderr.strip())
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    report = json.loads(done.stdout)
+    assert report["pending"] == "commit" and "could not roll" in report["warning"], report
+    assert not same(new, snapshot(dest))
+    assert not same(backing, snapshot(setup.backing))
+    setup.sync()
+    assert not same(new, snapshot(setup.current()))
+
+
 POWERCUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "persist_delta_powercut.py")
 
 
 @pytest.mark.skipif(not all(shutil.which(tool) for tool in ("unshare", "losetup", "mkfs.ext4")),
                     reason="needs unshare, losetup and mkfs.ext4")
 @pytest.mark.parametrize("flush", ["", "flush"])
-@pytest.mark.parametrize("step", POWERCUT_STEPS)
-def test_a_power_cut_at_any_step_leaves_the_old_tree_or_the_new_one(tmp_path, step, flush):
+@pytest.mark.parametrize("step,restore_step", [(step, "") for step in POWERCUT_STEPS] + POWERCUT_RESTORE_STEPS)
+def test_a_power_cut_at_any_step_leaves_the_old_tree_or_the_new_one(tmp_path, step, restore_step, flush):
     """Not a kill (which leaves the page cache to the kernel) but what reached the disk: the backing's ext4 is shut
     down without flushing its journal at STEP, then mounted again (persist_delta_powercut.py). With FLUSH, all the
     sync did up to STEP is on the disk first: a half-done apply that a roll-forward must finish from the disk alone.
     Without the syncfs before the commit record, the cuts from 'committed' to the last apply step fail here (the
-    staged files come back empty), while the kills above still pass."""
+    staged files come back empty), while the kills above still pass. With RESTORE_STEP the restore after the cut is
+    cut too, as it rolls forward; the one after it gives the new tree, and current is that tree (the lab's check)."""
     random.seed(35)
     old, new = str(tmp_path / "old"), str(tmp_path / "new")
     os.mkdir(old)
@@ -409,14 +455,17 @@ def test_a_power_cut_at_any_step_leaves_the_old_tree_or_the_new_one(tmp_path, st
     restored = tmp_path / "restored"
     restored.mkdir()
     done = subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable, POWERCUT, SCRIPT, image,
-                           old, new, str(restored), step, flush], capture_output=True, text=True, check=False)
+                           old, new, str(restored), step, flush, restore_step], capture_output=True, text=True,
+                          check=False)
     if "losetup" in done.stderr and done.returncode:
         pytest.skip("no loop device here: %s" % done.stderr.strip())
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["stopped"], "the sync never reached %s" % step
+    assert result["restore_stopped"] or not restore_step, "the restore never reached %s" % restore_step
     expected = snapshot(new if step not in ("planned", "staged", "synced") else old)
     assert not same(expected, snapshot(restored)), same(expected, snapshot(restored))
+    assert result["same_as_current"], result
     assert result["verify"]["result"] == "ok"
 
 
@@ -432,9 +481,10 @@ def test_a_kill_during_a_rollback_is_finished_by_the_next_run(setup, step):
     setup.sync()
     killed = setup.run("rollback", setup.backing, kill_at="rollback:%d" % step, check=False)
     assert killed.returncode == -signal.SIGKILL
-    backing = snapshot(setup.backing)
     assert not same(old, setup.restored())
-    assert not same(backing, snapshot(setup.backing))
+    # The restore finished the rollback in the backing first: current is what it restored.
+    assert not same(old, snapshot(setup.current()))
+    assert not os.path.exists(os.path.join(setup.backing, ".persist-delta", "rollback.json"))
     assert setup.run("verify", setup.backing)["result"] == "ok"
     assert not same(old, setup.restored())
 
