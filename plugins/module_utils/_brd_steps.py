@@ -99,7 +99,7 @@ class BrdSteps(object):
         used = self._in_use()
         if used:
             raise StepError("%s: %s in use, and unloading brd would drop its data"
-                              % (what, ", ".join(used.values())))
+                            % (what, ", ".join(used.values())))
         self.ctx.tool(["modprobe", "-r", "brd"], what)
 
     # brd_load: the module with its disks; undone only when this step loaded it -------------------------
@@ -110,8 +110,8 @@ class BrdSteps(object):
             if state == {"rd_nr": args["rd_nr"], "rd_size_kib": args["rd_size_kib"]}:
                 return {}  # a run rolled forward: loaded already
             raise StepError("brd is loaded already with rd_nr=%s rd_size=%s, not rd_nr=%s rd_size=%s: something "
-                              "loaded it after the plan" % (state["rd_nr"], state["rd_size_kib"], args["rd_nr"],
-                                                            args["rd_size_kib"]))
+                            "loaded it after the plan" % (state["rd_nr"], state["rd_size_kib"], args["rd_nr"],
+                                                          args["rd_size_kib"]))
         self._modprobe_load(args["rd_nr"], args["rd_size_kib"], "Loading brd")
         return {"loaded": True}
 
@@ -121,7 +121,7 @@ class BrdSteps(object):
         used = self._in_use()
         if used:
             self.ctx.warnings.append("brd stays loaded: %s in use, so undoing its load would drop data"
-                                 % ", ".join(used.values()))
+                                     % ", ".join(used.values()))
             return True
         self.ctx.tool(["modprobe", "-r", "brd"], "Unloading brd again")
         return True

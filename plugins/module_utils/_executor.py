@@ -260,4 +260,3 @@ def _fail(ex, journal, txn, done, item, failed, exc):
         % (ex.host, item["path"], item.get("action"), failed, error_text(exc), ", ".join(undone) or "nothing",
            ", ".join(left) or "nothing", (" " + " ".join(problems) + ".") if problems else "",
            "; ".join(now) or "nothing"))
-

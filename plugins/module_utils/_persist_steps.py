@@ -288,7 +288,7 @@ class PersistSteps(object):
         entries, mismatches = self._compare(args["src"], args["dest"], args["src_name"], args["dest_name"])
         if mismatches:
             self.ctx.error("%s differs from %s in %d ways: %s" % (args["dest_name"], args["src_name"], len(mismatches),
-                                                              " ".join(mismatches[:MAX_LISTED])))
+                                                                  " ".join(mismatches[:MAX_LISTED])))
         return {"entries": entries}
 
     def do_writeback(self, args):
@@ -303,15 +303,16 @@ class PersistSteps(object):
         if rc == 3:
             # The helper refuses only when the backing holds the newer copy: that one returns to disk.
             self.ctx.warnings.append("host %s: the RAM copy at %s is not written back: %s. The backing's current copy "
-                                 "returns to disk instead." % (self.ctx.host, args["path"], (err or "").strip().rstrip(".")))
+                                     "returns to disk instead."
+                                     % (self.ctx.host, args["path"], (err or "").strip().rstrip(".")))
             return {"synced": False, "refused": (err or "").strip()}
         if rc != 0:
             self.ctx.error("writing %s back to %s failed (exit %d): %s. Nothing was unmounted."
-                       % (args["path"], args["backing"], rc, (err or "").strip()))
+                           % (args["path"], args["backing"], rc, (err or "").strip()))
         _entries, mismatches = self._compare(args["path"], current, "the RAM mount", "the backing's copy")
         if mismatches:
             self.ctx.error("the backing's copy of %s differs from the mount in %d ways: %s"
-                       % (args["path"], len(mismatches), " ".join(mismatches[:MAX_LISTED])))
+                           % (args["path"], len(mismatches), " ".join(mismatches[:MAX_LISTED])))
         return {"synced": True}
 
     def do_return(self, args):
@@ -330,8 +331,8 @@ class PersistSteps(object):
             return {"returned": False}
         if _is_mount_point(path):
             self.ctx.error("'%s' is still a mount point, so its data cannot return to the directory on disk. Unmount it "
-                       "(findmnt %s shows what is there), then run again; the backing %s keeps the data until then"
-                       % (path, path, args["backing"]))
+                           "(findmnt %s shows what is there), then run again; the backing %s keeps the data until then"
+                           % (path, path, args["backing"]))
         if not os.path.isdir(path):
             os.makedirs(path, 0o755)
         in_place = _own_mount(path)
@@ -350,12 +351,12 @@ class PersistSteps(object):
             _persist_helper.return_copy(args["backing"], fresh)
         except _persist_helper.PersistError as exc:
             self.ctx.error("returning the backing's copy of %s to the directory on disk failed: %s. The directory on "
-                       "disk and the backing %s are as they were" % (path, exc, args["backing"]))
+                           "disk and the backing %s are as they were" % (path, exc, args["backing"]))
         entries, mismatches = self._compare(current, fresh, "the backing's copy", "the directory on disk")
         if mismatches:
             self.ctx.error("the copy returned beside %s differs from the backing's copy in %d ways: %s. The directory "
-                       "on disk and the backing are as they were" % (path, len(mismatches),
-                                                                     " ".join(mismatches[:MAX_LISTED])))
+                           "on disk and the backing are as they were" % (path, len(mismatches),
+                                                                         " ".join(mismatches[:MAX_LISTED])))
         lost = os.path.join(fresh, "lost+found")
         if args.get("fstype") not in ("tmpfs", "ramfs") and os.path.isdir(lost) and not os.listdir(lost):
             os.rmdir(lost)  # the RAM file system's own, empty: not data
@@ -365,8 +366,8 @@ class PersistSteps(object):
             _entries, mismatches = self._compare(current, path, "the backing's copy", "the directory on disk")
             if mismatches:
                 self.ctx.error("the directory on disk differs from the backing's copy of %s in %d ways after the swap: "
-                           "%s. The backing %s keeps the data" % (path, len(mismatches),
-                                                                  " ".join(mismatches[:MAX_LISTED]), args["backing"]))
+                               "%s. The backing %s keeps the data" % (path, len(mismatches),
+                                                                      " ".join(mismatches[:MAX_LISTED]), args["backing"]))
             return {"returned": True, "entries": entries, "in_place": True}
         try:
             exchange(fresh, path, aside)
@@ -379,8 +380,8 @@ class PersistSteps(object):
             _entries, mismatches = self._compare(current, path, "the backing's copy", "the directory on disk")
             if mismatches:
                 self.ctx.error("the directory on disk differs from the backing's copy of %s in %d ways: %s. The backing "
-                           "%s and %s keep the data" % (path, len(mismatches), " ".join(mismatches[:MAX_LISTED]),
-                                                        args["backing"], fresh))
+                               "%s and %s keep the data" % (path, len(mismatches), " ".join(mismatches[:MAX_LISTED]),
+                                                            args["backing"], fresh))
         fsync_dir(os.path.dirname(path))
         _remove_ours(fresh)
         return {"returned": True, "entries": entries}
@@ -397,7 +398,7 @@ class PersistSteps(object):
         its --smart-relinquish-var does nothing while /var/log/journal is on the root file system, as it is before
         the mount."""
         self.ctx.tool(["journalctl", "--%s" % ("relinquish-var" if args["to"] == "relinquish" else "flush")],
-                   "Moving journald %s /var/log/journal" % ("out of" if args["to"] == "relinquish" else "into"))
+                      "Moving journald %s /var/log/journal" % ("out of" if args["to"] == "relinquish" else "into"))
         return {}
 
     def do_clear_backing(self, args):

@@ -184,7 +184,7 @@ class ZramSteps(object):
             self.kernel.write(CONTROL + "/hot_remove", device_number(name))
         except OSError as exc:
             raise StepError("%s: removing /dev/%s failed: %s (echo %d > %s/hot_remove, once nothing holds it)"
-                              % (what, name, exc.strerror or exc, device_number(name), CONTROL))
+                            % (what, name, exc.strerror or exc, device_number(name), CONTROL))
 
     # zram_add: hot_add, which must give the number planned (the lowest free one) --------------------------
 
@@ -192,7 +192,7 @@ class ZramSteps(object):
         name = args["device"]
         if self._device(name) is not None:
             raise StepError("/dev/%s, which this entry was to get, exists already: another user of this kernel "
-                              "made it after the plan" % name)
+                            "made it after the plan" % name)
         try:
             made = "zram%d" % self.kernel.hot_add()
         except (OSError, ValueError) as exc:
@@ -200,10 +200,11 @@ class ZramSteps(object):
         if made != name:
             self._reset_remove(made, "taking back the device hot_add gave instead")
             raise StepError("hot_add gave %s, not %s: something outside this host's lock (another container on "
-                              "this kernel?) is adding zram devices; %s was removed again. Run again" % (made, name, made))
+                            "this kernel?) is adding zram devices; %s was removed again. Run again"
+                            % (made, name, made))
         if not self.kernel.wait_node(name):
             raise StepError("/dev/%s is missing although /sys/block/%s exists: in a container, bind the host's /dev "
-                              "(-v /dev:/dev)" % (name, name))
+                            "(-v /dev:/dev)" % (name, name))
         return {"device": name}
 
     def undo_zram_add(self, args, result, same_boot):
@@ -222,8 +223,8 @@ class ZramSteps(object):
             except OSError as exc:
                 if attr == "comp_algorithm" and exc.errno == errno.EINVAL:
                     raise StepError("the kernel refused algorithm '%s' for /dev/%s (it offers: %s)"
-                                      % (value, name, " ".join((self._device(name) or {}).get("algorithms") or [])
-                                         or "none"))
+                                    % (value, name, " ".join((self._device(name) or {}).get("algorithms") or [])
+                                       or "none"))
                 raise StepError("writing %s to %s failed: %s" % (value, self._sys(name, attr), exc.strerror or exc))
         return {}
 
@@ -254,7 +255,7 @@ class ZramSteps(object):
 
     def do_mkswap(self, args):
         self.ctx.tool(["mkswap", "-L", args.get("label") or "zram", "/dev/" + args["device"]],
-                   "Making swap on /dev/%s" % args["device"])
+                      "Making swap on /dev/%s" % args["device"])
         return {}
 
     def undo_mkswap(self, args, result, same_boot):
@@ -262,7 +263,7 @@ class ZramSteps(object):
 
     def do_mkfs(self, args):
         self.ctx.tool(MKFS.get(args["fstype"], ["mkfs", "-t", args["fstype"]]) + list(args.get("options") or [])
-                   + ["/dev/" + args["device"]], "Making %s on /dev/%s" % (args["fstype"], args["device"]))
+                      + ["/dev/" + args["device"]], "Making %s on /dev/%s" % (args["fstype"], args["device"]))
         return {}
 
     def undo_mkfs(self, args, result, same_boot):
@@ -274,7 +275,7 @@ class ZramSteps(object):
         name = args["device"]
         if swap_of(self.kernel, name) is None:
             self.ctx.tool(["swapon", "--priority", str(args["priority"]), "/dev/" + name],
-                       "Turning swap on for /dev/%s" % name)
+                          "Turning swap on for /dev/%s" % name)
         return {"active": True}
 
     def undo_swapon(self, args, result, same_boot):
@@ -297,7 +298,7 @@ class ZramSteps(object):
         if args.get("remake"):
             self.ctx.tool(["mkswap", "-L", args.get("label") or "zram", "/dev/" + name], "Making swap on /dev/%s again" % name)
         self.ctx.tool(["swapon", "--priority", str(args["priority"]), "/dev/" + name], "Turning swap on again for /dev/%s"
-                   % name)
+                      % name)
         return True
 
     # zram_remove: reset and hot_remove; what was in it is gone ----------------------------------------------
@@ -491,7 +492,7 @@ def build_zram(entry, ex, settings, taken):
             return steps, pivot, info
         if filesystem and not deep:
             mount_steps, mount_pivot = build_mount(mount_item(_mount_entry(entry, known, settings),
-                                                        settings.get("vendor_tmp"), ex.systemd), ex.systemd)
+                                                              settings.get("vendor_tmp"), ex.systemd), ex.systemd)
             pivot = mount_pivot
             steps.extend(mount_steps)
         swap = swap_of(kernel, known) if state is not None else None
@@ -579,10 +580,10 @@ def build_zram(entry, ex, settings, taken):
 
     # What brings the device back at boot, after the pivot: finished after a reboot, as the boot needs them.
     file_step(steps, paths.zram_record_file(name),
-               conf_text(entry, device, disksize, algorithm, persistence))
+              conf_text(entry, device, disksize, algorithm, persistence))
     if units:
         changed = file_step(steps, paths.ZRAM_SETUP, "#!/bin/sh\n" + setup_text_with_header(), mode=0o755,
-                             header=False)
+                            header=False)
         changed |= file_step(steps, paths.ZRAM_UNIT, unit_text())
         if file_step(steps, paths.zram_generator_dropin(name), None):
             changed = True

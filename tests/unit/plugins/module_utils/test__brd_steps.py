@@ -182,7 +182,7 @@ def test_absent_unmounts_first_then_unloads_brd_and_removes_its_boot_files(brd_h
     run(plan(brd_host), kernel, brd_host)
     path = str(brd_host / "srv" / "brd")
     monkeypatch.setattr(steps_mod, "mountinfo", lambda: [{"mount_point": path, "mount_id": 7, "fstype": "ext4",
-                                                       "source": "/dev/ram0"}])
+                                                          "source": "/dev/ram0"}])
     real_tool = Executor._run
 
     def umount(self, argv):

@@ -314,7 +314,7 @@ def test_an_empty_mount_that_was_written_to_since_the_plan_stays(tmp_path, monke
     mounted = tmp_path / "data"
     mounted.mkdir()
     monkeypatch.setattr(steps_mod, "mountinfo", lambda: [{"mount_point": str(mounted), "mount_id": 42,
-                                                       "fstype": "tmpfs", "source": "tmpfs"}])
+                                                          "fstype": "tmpfs", "source": "tmpfs"}])
     calls = []
     ex = ex_mod.Executor(lambda argv: calls.append(argv) or (0, "", ""), False, "web1")
     (mounted / "new").write_text("written after the plan\n")
@@ -333,7 +333,7 @@ def _undo_after_reboot(monkeypatch, line, old, mounted):
     args = {"path": line[1], "line": line, "old": old}
     ex.do("fstab", args)
     monkeypatch.setattr(steps_mod, "mountinfo", lambda: [{"mount_point": line[1], "mount_id": 7, "source": mounted[0],
-                                                      "fstype": mounted[1]}])
+                                                          "fstype": mounted[1]}])
     ex.undo("fstab", args, {}, False)
     assert open(paths.FSTAB).read() == FSTAB
     return [call for call in ex.calls if call.startswith("umount")]

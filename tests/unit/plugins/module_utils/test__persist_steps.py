@@ -251,7 +251,7 @@ def test_a_persisted_mount_that_goes_is_written_back_unmounted_then_returned_to_
     with open(status, "w") as handle:
         handle.write("RESULT=ok\n")
     monkeypatch.setattr(steps_mod, "mountinfo", lambda: [{"mount_point": "/srv/old", "mount_id": 42, "fstype": "tmpfs",
-                                                      "source": "tmpfs"}])
+                                                          "source": "tmpfs"}])
     units = {"ramdisk-persist-%s.service" % token: ("active", "enabled"),
              "ramdisk-persist-sync-%s.timer" % token: ("active", "static"), "db.service": ("active", "enabled")}
     steps, pivot = ex_mod.build(item, True, Systemd(units=units))
@@ -478,7 +478,7 @@ def test_a_run_that_releases_the_last_persisted_mount_and_adds_another_keeps_the
     old, units = settled(persist_host)
     old = dict(old, state="absent", action="unmount")
     monkeypatch.setattr(steps_mod, "mountinfo", lambda: [{"mount_point": old["path"], "mount_id": 42, "fstype": "tmpfs",
-                                                      "source": "tmpfs"}])
+                                                          "source": "tmpfs"}])
     new = persisted(persist_host / "backing-new", path="/srv/b")
     ex = Verifier(units=dict(units, **{"db.service": ("active", "enabled")}))
     ex_mod.apply([old, new], ex, Journal(str(persist_host / "journal.jsonl")), "run1")
