@@ -25,7 +25,6 @@ other module journals or moves mounts; the steps use the kernel's tools (mount, 
 argument lists, and _atomic for every file.
 """
 
-
 from __future__ import annotations
 
 import json
@@ -66,7 +65,7 @@ class Executor(Context):
         except KeyError:
             raise StepError("the step '%s' is not one this version of ramdisk.provision knows (it knows %s): a "
                             "journal of a newer version? Recover with that version"
-                            % (kind, ", ".join(sorted(self.registry))))
+                            % (kind, ", ".join(sorted(self.registry)))) from None
 
     def do(self, kind, args):
         """Do a step of KIND with its ARGS; returns what it learnt."""
