@@ -265,15 +265,10 @@ def test_the_executor_runs_every_kind_of_step_its_families_offer_and_refuses_any
         ex.undo("teleport", {}, {}, True)
 
 
-def test_two_families_that_claim_one_kind_are_refused():
-    class Family(object):
-        def steps(self):
-            return {"mount": (None, None)}
-
-        def probes(self):
-            return {}
-    with pytest.raises(ValueError, match="'mount' is claimed by two"):
-        steps_mod.compose([Family(), Family()])
+def test_no_two_families_offer_the_same_kind():
+    ex = ex_mod.Executor(lambda argv: (0, "", ""), False, "web1")
+    assert sum(len(family.steps()) for family in ex.families) == len(ex.registry)
+    assert all(set(family.live) <= set(family.steps()) for family in ex.families)
 
 
 def test_an_unknown_kind_in_a_dead_runs_journal_stops_its_recovery_with_a_step_error(host):
