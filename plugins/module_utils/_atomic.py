@@ -37,7 +37,9 @@ class AtomicWriteError(OSError):
 
 
 def fsync_dir(path):
-    """Make a rename or unlink in the directory PATH durable."""
+    """Make a rename or unlink in the directory PATH durable. The one the collection's modules use; the persist helper
+    and its engine (_persist_helper.py, _persist_delta.py) keep their own, as they run on the host on their own, with
+    Python's standard library alone."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)

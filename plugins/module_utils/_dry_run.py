@@ -14,9 +14,10 @@ ramdisk_apply runs and says why.
 from __future__ import annotations
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._brd_steps import apply_brd
-from ansible_collections.ramdisk.provision.plugins.module_utils._executor import ApplyError, StepError, apply
+from ansible_collections.ramdisk.provision.plugins.module_utils._executor import apply
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as mount_items
+from ansible_collections.ramdisk.provision.plugins.module_utils._steps import ApplyError, StepError
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram_steps import apply_zram
 
 

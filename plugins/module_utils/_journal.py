@@ -42,6 +42,7 @@ import os
 import signal
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
+from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import fsync_dir
 
 # Test hook: kill this process at the Nth journal write (counted from 1 in each run), before or after the write.
 # Used by the kill tests to stop a run at every journaled instant; unset in normal use.
@@ -59,14 +60,6 @@ def boot_id():
             return handle.read().strip()
     except (IOError, OSError):
         return None
-
-
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _encode(line):
@@ -305,7 +298,7 @@ class Journal(object):
             os.close(fd)
             raise
         if created:
-            _fsync_dir(directory)
+            fsync_dir(directory)
         return fd
 
     def _append(self, line):
@@ -357,7 +350,7 @@ class Journal(object):
         finally:
             os.close(fd)
         os.rename(temporary, target)
-        _fsync_dir(self.blobs)
+        fsync_dir(self.blobs)
         return digest
 
     def txn(self, run, txn, what):
@@ -388,7 +381,7 @@ class Journal(object):
             if exc.errno != errno.ENOENT:
                 return  # the journal stays, and so do the blobs it names
         else:
-            _fsync_dir(os.path.dirname(self.path))
+            fsync_dir(os.path.dirname(self.path))
         try:
             names = os.listdir(self.blobs)
         except OSError:
@@ -398,7 +391,7 @@ class Journal(object):
                 os.unlink(os.path.join(self.blobs, name))
             except OSError:
                 pass
-        _fsync_dir(self.blobs)
+        fsync_dir(self.blobs)
 
 
 def _refuse_orphans(orphans, unreadable):

@@ -255,6 +255,7 @@ def _syncfs(path):
 
 
 def _fsync_dir(path):
+    # Not _atomic.fsync_dir: this file runs on the host alone, beside the helper, with the standard library only.
     fd = os.open(path, _DIR_FLAGS)
     try:
         os.fsync(fd)

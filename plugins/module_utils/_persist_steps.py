@@ -23,7 +23,7 @@ marked boot_pivot), is the point of no return instead (the executor's recover); 
 was before the run (the directory on disk of a migrate, or, for a live mount, whatever complete copy the backing
 holds, which undo_sync then keeps).
 
-PersistSteps holds the steps' do_ and undo_ functions; the executor inherits them.
+PersistSteps holds the steps' do_ and undo_ functions; the executor composes them with the other families' (_steps).
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ import sys
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_delta
 from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_helper
+from ansible_collections.ramdisk.provision.plugins.module_utils import _steps
 from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import fsync_dir
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_txn import build_mount
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import holds_journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import (
     BACKING_NAMES_RE,
@@ -51,12 +53,11 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._persist import 
     unit_state,
     unit_texts,
 )
-from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo
+from ansible_collections.ramdisk.provision.plugins.module_utils._steps import MAX_LISTED, file_step, missing_dirs
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, tree_digest
 
 RUNNING = ("active", "activating", "reloading")
 JOURNALD = "systemd-journald.service"
-MAX_LISTED = 10
 
 
 def _current_target(backing):
@@ -102,10 +103,16 @@ def _read_current(backing):
 
 
 def _remove(path):
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        os.unlink(path)
+    """PATH (a file, a link or a directory with all it holds) removed when it is there, from its parent's directory
+    descriptor and following no link: the engine's remove_at, which the helper's syncs use on the host too."""
+    try:
+        parent = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        _persist_delta.remove_at(parent, os.path.basename(path))
+    finally:
+        os.close(parent)
 
 
 RETURN_SUFFIXES = (".ramdisk-return", ".ramdisk-replaced")
@@ -144,7 +151,7 @@ IN_PLACE = (".ramdisk-return", ".ramdisk-replaced", ".ramdisk-replaced-all")
 def _own_mount(path):
     """Whether PATH is itself a mount point in the kernel's table (a bind or a volume ismount() cannot see)."""
     real = os.path.realpath(path)
-    return any(mount["mount_point"] == real for mount in parse_mountinfo(_read_text("/proc/self/mountinfo") or ""))
+    return any(mount["mount_point"] == real for mount in _steps.mountinfo())
 
 
 def _move_entries(src, dst, skip=()):
@@ -221,24 +228,7 @@ def _remove_ours(path):
     if not stat.S_ISDIR(info.st_mode):
         raise OSError(errno.EEXIST, "'%s' is in the way of the data's return and is not a directory: move it away "
                                     "and run again" % path)
-    shutil.rmtree(path)
-
-
-def _top_mount(path):
-    """The mount on top at PATH, or None (as the executor's top_mount, without importing it: it imports this)."""
-    found = None
-    for mount in parse_mountinfo(_read_text("/proc/self/mountinfo")):
-        if mount["mount_point"] == path:
-            found = mount
-    return found
-
-
-def _read_text(name):
-    try:
-        with open(name) as handle:
-            return handle.read()
-    except OSError:
-        return ""
+    _remove(path)
 
 
 def _is_mount_point(path):
@@ -248,16 +238,38 @@ def _is_mount_point(path):
         return False
 
 
-class PersistSteps(object):
-    """The persist steps of the executor (which gives _tool, error and run_command)."""
+def running_services(ctx, services):
+    """Those of SERVICES that run now (CTX: an _steps.Context)."""
+    out = []
+    for service in services or ():
+        rc, text, _err = ctx.run_command(["systemctl", "show", "-p", "ActiveState", "--value", service])
+        if rc == 0 and text.strip() in RUNNING:
+            out.append(service)
+    return out
 
-    def persist_running(self, services):
-        out = []
-        for service in services or ():
-            rc, text, _err = self.run_command(["systemctl", "show", "-p", "ActiveState", "--value", service])
-            if rc == 0 and text.strip() in RUNNING:
-                out.append(service)
-        return out
+
+class PersistSteps(object):
+    """The persist steps, acting through CTX (an _steps.Context: tool, error, run_command, systemd, warnings)."""
+
+    # Steps that act on a live mount: after a reboot they have nothing left to undo or finish.
+    live = ("sync", "verify", "writeback", "journal_var")
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def steps(self):
+        return {
+            "sync": (self.do_sync, self.undo_sync),
+            "verify": (self.do_verify, self.undo_verify),
+            "writeback": (self.do_writeback, self.undo_writeback),
+            "return": (self.do_return, self.undo_return),
+            "journald": (self.do_journald, self.undo_journald),
+            "journal_var": (self.do_journal_var, self.undo_journal_var),
+            "clear_backing": (self.do_clear_backing, self.undo_clear_backing),
+        }
+
+    def probes(self):
+        return {}
 
     def _compare(self, src, dest, src_name, dest_name):
         source, source_problems = tree_digest(src)
@@ -267,7 +279,7 @@ class PersistSteps(object):
     # do ----------------------------------------------------------------------------------------------------
 
     def do_sync(self, args):
-        self._tool([args["helper"], "sync", args["token"]], "Making the backing's first copy of %s" % args["path"])
+        self.ctx.tool([args["helper"], "sync", args["token"]], "Making the backing's first copy of %s" % args["path"])
         return {}
 
     def do_verify(self, args):
@@ -275,8 +287,8 @@ class PersistSteps(object):
             _read_current(args["backing"])
         entries, mismatches = self._compare(args["src"], args["dest"], args["src_name"], args["dest_name"])
         if mismatches:
-            self.error("%s differs from %s in %d ways: %s" % (args["dest_name"], args["src_name"], len(mismatches),
-                                                              " ".join(mismatches[:MAX_LISTED])))
+            self.ctx.error("%s differs from %s in %d ways: %s" % (args["dest_name"], args["src_name"], len(mismatches),
+                                                                  " ".join(mismatches[:MAX_LISTED])))
         return {"entries": entries}
 
     def do_writeback(self, args):
@@ -287,19 +299,20 @@ class PersistSteps(object):
             _entries, mismatches = self._compare(args["path"], current, "the RAM mount", "the backing's copy")
             if not mismatches:
                 return {"synced": False}
-        rc, _out, err = self.run_command([args["helper"], "sync", args["token"]])
+        rc, _out, err = self.ctx.run_command([args["helper"], "sync", args["token"]])
         if rc == 3:
             # The helper refuses only when the backing holds the newer copy: that one returns to disk.
-            self.warnings.append("host %s: the RAM copy at %s is not written back: %s. The backing's current copy "
-                                 "returns to disk instead." % (self.host, args["path"], (err or "").strip().rstrip(".")))
+            self.ctx.warnings.append("host %s: the RAM copy at %s is not written back: %s. The backing's current copy "
+                                     "returns to disk instead."
+                                     % (self.ctx.host, args["path"], (err or "").strip().rstrip(".")))
             return {"synced": False, "refused": (err or "").strip()}
         if rc != 0:
-            self.error("writing %s back to %s failed (exit %d): %s. Nothing was unmounted."
-                       % (args["path"], args["backing"], rc, (err or "").strip()))
+            self.ctx.error("writing %s back to %s failed (exit %d): %s. Nothing was unmounted."
+                           % (args["path"], args["backing"], rc, (err or "").strip()))
         _entries, mismatches = self._compare(args["path"], current, "the RAM mount", "the backing's copy")
         if mismatches:
-            self.error("the backing's copy of %s differs from the mount in %d ways: %s"
-                       % (args["path"], len(mismatches), " ".join(mismatches[:MAX_LISTED])))
+            self.ctx.error("the backing's copy of %s differs from the mount in %d ways: %s"
+                           % (args["path"], len(mismatches), " ".join(mismatches[:MAX_LISTED])))
         return {"synced": True}
 
     def do_return(self, args):
@@ -317,9 +330,9 @@ class PersistSteps(object):
         if not os.path.isdir(current):
             return {"returned": False}
         if _is_mount_point(path):
-            self.error("'%s' is still a mount point, so its data cannot return to the directory on disk. Unmount it "
-                       "(findmnt %s shows what is there), then run again; the backing %s keeps the data until then"
-                       % (path, path, args["backing"]))
+            self.ctx.error("'%s' is still a mount point, so its data cannot return to the directory on disk. Unmount it "
+                           "(findmnt %s shows what is there), then run again; the backing %s keeps the data until then"
+                           % (path, path, args["backing"]))
         if not os.path.isdir(path):
             os.makedirs(path, 0o755)
         in_place = _own_mount(path)
@@ -337,24 +350,24 @@ class PersistSteps(object):
             # The helper's own return (by the engine's copier, a sync cut short applied) into the new directory.
             _persist_helper.return_copy(args["backing"], fresh)
         except _persist_helper.PersistError as exc:
-            self.error("returning the backing's copy of %s to the directory on disk failed: %s. The directory on "
-                       "disk and the backing %s are as they were" % (path, exc, args["backing"]))
+            self.ctx.error("returning the backing's copy of %s to the directory on disk failed: %s. The directory on "
+                           "disk and the backing %s are as they were" % (path, exc, args["backing"]))
         entries, mismatches = self._compare(current, fresh, "the backing's copy", "the directory on disk")
         if mismatches:
-            self.error("the copy returned beside %s differs from the backing's copy in %d ways: %s. The directory "
-                       "on disk and the backing are as they were" % (path, len(mismatches),
-                                                                     " ".join(mismatches[:MAX_LISTED])))
+            self.ctx.error("the copy returned beside %s differs from the backing's copy in %d ways: %s. The directory "
+                           "on disk and the backing are as they were" % (path, len(mismatches),
+                                                                         " ".join(mismatches[:MAX_LISTED])))
         lost = os.path.join(fresh, "lost+found")
         if args.get("fstype") not in ("tmpfs", "ramfs") and os.path.isdir(lost) and not os.listdir(lost):
             os.rmdir(lost)  # the RAM file system's own, empty: not data
-        self._tool(["sync", "-f", fresh], "Flushing the copy returned beside %s" % path)
+        self.ctx.tool(["sync", "-f", fresh], "Flushing the copy returned beside %s" % path)
         if in_place:
             swap_in_place(path)
             _entries, mismatches = self._compare(current, path, "the backing's copy", "the directory on disk")
             if mismatches:
-                self.error("the directory on disk differs from the backing's copy of %s in %d ways after the swap: "
-                           "%s. The backing %s keeps the data" % (path, len(mismatches),
-                                                                  " ".join(mismatches[:MAX_LISTED]), args["backing"]))
+                self.ctx.error("the directory on disk differs from the backing's copy of %s in %d ways after the swap: "
+                               "%s. The backing %s keeps the data" % (path, len(mismatches),
+                                                                      " ".join(mismatches[:MAX_LISTED]), args["backing"]))
             return {"returned": True, "entries": entries, "in_place": True}
         try:
             exchange(fresh, path, aside)
@@ -366,9 +379,9 @@ class PersistSteps(object):
             replace_by_copy(fresh, path)
             _entries, mismatches = self._compare(current, path, "the backing's copy", "the directory on disk")
             if mismatches:
-                self.error("the directory on disk differs from the backing's copy of %s in %d ways: %s. The backing "
-                           "%s and %s keep the data" % (path, len(mismatches), " ".join(mismatches[:MAX_LISTED]),
-                                                        args["backing"], fresh))
+                self.ctx.error("the directory on disk differs from the backing's copy of %s in %d ways: %s. The backing "
+                               "%s and %s keep the data" % (path, len(mismatches), " ".join(mismatches[:MAX_LISTED]),
+                                                            args["backing"], fresh))
         fsync_dir(os.path.dirname(path))
         _remove_ours(fresh)
         return {"returned": True, "entries": entries}
@@ -376,16 +389,16 @@ class PersistSteps(object):
     def do_journald(self, args):
         """journald reads its drop-ins only when it starts (systemd 252 has no reload for it): a restart, which keeps
         its clients' streams (they wait in systemd's file descriptor store)."""
-        if args.get("on") == "do" and self.systemd:
-            self._tool(["systemctl", "restart", JOURNALD], "Restarting journald for its new size limit")
+        if args.get("on") == "do" and self.ctx.systemd:
+            self.ctx.tool(["systemctl", "restart", JOURNALD], "Restarting journald for its new size limit")
         return {}
 
     def do_journal_var(self, args):
         """journald out of /var/log/journal (relinquish) or back in (flush). Not systemd-journal-flush.service's stop:
         its --smart-relinquish-var does nothing while /var/log/journal is on the root file system, as it is before
         the mount."""
-        self._tool(["journalctl", "--%s" % ("relinquish-var" if args["to"] == "relinquish" else "flush")],
-                   "Moving journald %s /var/log/journal" % ("out of" if args["to"] == "relinquish" else "into"))
+        self.ctx.tool(["journalctl", "--%s" % ("relinquish-var" if args["to"] == "relinquish" else "flush")],
+                      "Moving journald %s /var/log/journal" % ("out of" if args["to"] == "relinquish" else "into"))
         return {}
 
     def do_clear_backing(self, args):
@@ -413,7 +426,7 @@ class PersistSteps(object):
         if not os.path.isdir(backing):
             return True
         if not args.get("disk"):
-            mount = _top_mount(args["path"]) if same_boot else None
+            mount = _steps.top_mount(args["path"]) if same_boot else None
             if mount is None or args.get("mount_id") is None or mount["mount_id"] != args["mount_id"]:
                 return True
         link = os.path.join(backing, "current")
@@ -448,13 +461,13 @@ class PersistSteps(object):
     def undo_journal_var(self, args, result, same_boot):
         if not same_boot:
             return True  # a new boot: journald is where the boot put it
-        rc, _out, _err = self.run_command(["journalctl", "--flush" if args["to"] == "relinquish" else "--relinquish-var"])
+        rc, _out, _err = self.ctx.run_command(["journalctl", "--flush" if args["to"] == "relinquish" else "--relinquish-var"])
         return rc == 0
 
     def undo_journald(self, args, result, same_boot):
         # Put before the drop-in's file step: undone after it, so journald starts again with the file as it was.
-        if args.get("on") == "undo" and self.systemd:
-            rc, _out, _err = self.run_command(["systemctl", "restart", JOURNALD])
+        if args.get("on") == "undo" and self.ctx.systemd:
+            rc, _out, _err = self.ctx.run_command(["systemctl", "restart", JOURNALD])
             return rc == 0
         return True
 
@@ -482,11 +495,10 @@ def persisted_after(items):
     return tokens
 
 
-def build(item, ex, build_mount, file_step, after=None):
-    """(steps, pivot) of ITEM (a mount_items() entry with persist). EX: the executor (host queries, systemd, the
-    helper's text); BUILD_MOUNT(item, systemd, middle): the steps of the mount itself, with MIDDLE put before its
-    record; FILE_STEP: the executor's _file_step; AFTER: persisted_after() of the whole run (None: the host as it
-    is, for a transaction alone)."""
+def build(item, ex, after=None):
+    """(steps, pivot) of ITEM (a mount_items() entry with persist): the mount's own steps (_mount_txn.build_mount)
+    with persist's put before its record. EX: the executor (host queries, systemd); AFTER: persisted_after() of the
+    whole run (None: the host as it is, for a transaction alone)."""
     token = item["token"]
     persist = item["persist"]
     path = item["path"]
@@ -504,7 +516,7 @@ def build(item, ex, build_mount, file_step, after=None):
     decision = review["decisions"].get(token) or {}
     names = unit_names(token)
     unit_files = paths.persist_unit_files(token)
-    stopped = ex.persist_running(persist.get("services")) if decision.get("adopt") or decision.get("release") else []
+    stopped = running_services(ex, persist.get("services")) if decision.get("adopt") or decision.get("release") else []
     pre = [_systemctl(["stop"] + stopped, ["start"] + stopped)] if stopped else []
     post = [_systemctl(["start"] + stopped)] if stopped else []
     if holds_journal(path) and ex.systemd and (decision.get("adopt") or decision.get("release")):
@@ -538,7 +550,7 @@ def build(item, ex, build_mount, file_step, after=None):
             file_step(middle, "%s/%s%s" % (paths.PERSIST_STATE_DIR, token, suffix), None)
         # The last sync's status: the metrics collector would go on reporting a mount that is gone.
         file_step(middle, "%s/%s.status" % (paths.PERSIST_STATUS_DIR, token), None)
-        _journald_steps(middle, token, None, file_step)
+        _journald_steps(middle, token, None)
         if after is None:
             after = persisted_after([item])
         if not after - {token}:
@@ -566,12 +578,12 @@ def build(item, ex, build_mount, file_step, after=None):
     create = []
     journald_text = journald_dropin_text(item)
     for directory in (paths.LIBEXEC_DIR, paths.PERSIST_CONF_DIR) + ((paths.JOURNALD_DROPIN_DIR,) if journald_text else ()):
-        create.extend(missing for missing in _missing(directory) if missing not in create)
+        create.extend(missing for missing in missing_dirs(directory) if missing not in create)
     if create:
         middle.append(_step("mkdir", create=create))
     if not os.path.isdir(backing):
         # Only root reads the copies as a whole; inside, each keeps its own owners and modes.
-        middle.append(_step("mkdir", create=_missing(backing), mode="0700"))
+        middle.append(_step("mkdir", create=missing_dirs(backing), mode="0700"))
     file_step(middle, paths.PERSIST_HELPER, persist_helper_text(), mode=0o755, header=False)
     file_step(middle, paths.PERSIST_DELTA, delta_helper_text(), mode=0o644, header=False)
     file_step(middle, paths.persist_conf_file(token), conf_text(item))
@@ -582,7 +594,7 @@ def build(item, ex, build_mount, file_step, after=None):
     if any(changed.values()):
         middle.append(_step("reload"))
     # Before the services start again: journald, moved out of the mount with them, moves in with its new limits.
-    _journald_steps(middle, token, journald_text, file_step)
+    _journald_steps(middle, token, journald_text)
     unit_active, enabled = unit_state(names["persist"], True, ex.run_command) if state["unit"] else (False, False)
     timer_active = unit_state(names["timer"], True, ex.run_command)[0] if state["unit"] else False
     if decision.get("adopt") and decision.get("source") == "ram":
@@ -590,7 +602,7 @@ def build(item, ex, build_mount, file_step, after=None):
         # it was, a new mount starts empty; a live mount has no other copy, so after a reboot its backing's copy is
         # the only one (undo_sync).
         elsewhere = {"disk": True} if mount_item.get("action") in ("migrate", "mount") else \
-            {"mount_id": (_top_mount(path) or {}).get("mount_id")}
+            {"mount_id": (_steps.top_mount(path) or {}).get("mount_id")}
         middle.append(_step("sync", path=path, backing=backing, token=token, helper=paths.PERSIST_HELPER,
                             before=state["names"], current=_current_target(backing) if os.path.isdir(backing) else None,
                             **elsewhere))
@@ -633,7 +645,7 @@ def build(item, ex, build_mount, file_step, after=None):
     return pre + steps + post, pivot
 
 
-def _journald_steps(middle, token, text, file_step):
+def _journald_steps(middle, token, text):
     """The journald drop-in of the mount with TOKEN made to hold TEXT (None: removed), between two journald steps:
     the restart after it when done, and one before it that restarts journald when the change is undone."""
     steps = []
@@ -641,15 +653,6 @@ def _journald_steps(middle, token, text, file_step):
         middle.append(_step("journald", on="undo"))
         middle.extend(steps)
         middle.append(_step("journald", on="do"))
-
-
-def _missing(directory):
-    create = []
-    current = directory
-    while current not in ("", "/") and not os.path.lexists(current):
-        create.insert(0, current)
-        current = os.path.dirname(current)
-    return create
 
 
 def _listdir(directory):

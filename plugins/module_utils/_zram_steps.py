@@ -2,12 +2,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """zram devices as journaled transactions: the zram steps of the executor, and what each entry's transaction holds.
 
-One transaction per zram_devices entry, run by _executor's Transaction under the host lock, all or nothing per run:
+One transaction per zram_devices entry, run by _transaction.Transaction under the host lock, all or nothing per run:
 
 - a swap entry: zram_add (hot_add of the number the kernel gives next), zram_set (comp_algorithm, disksize,
   mem_limit, in the order the kernel needs), mkswap, swapon (the pivot), then the files that bring it back at
   boot (the entry's record NAME.conf, the setup script and unit, or a zram-generator drop-in) and its fstab line.
-- a file system entry: zram_add, zram_set, mkfs, then the mount's own steps as _executor.build() makes them for
+- a file system entry: zram_add, zram_set, mkfs, then the mount's own steps as _mount_txn.build_mount() makes them for
   the path (mount or migrate, root, fstab, record, tmpfiles; the pivot is the mount, or the move of a migrate),
   then the zram files. One transaction: a failure or a kill anywhere leaves neither a device nor a mount.
   An entry with persist keeps its mount in the mount role (its task tree of its own); here only the device.
@@ -35,10 +35,19 @@ import stat
 import time
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import AtomicWriteError, write_file
 from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import format_line, parse, replace_lines
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import item as mount_item
+from ansible_collections.ramdisk.provision.plugins.module_utils._mount_txn import build_mount
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import parse_mountinfo, parse_swaps
+from ansible_collections.ramdisk.provision.plugins.module_utils._size import format_size, round_up_pages
+from ansible_collections.ramdisk.provision.plugins.module_utils._steps import (
+    HEADER, ApplyError, StepError, blkid_type, error_text, file_step)
+from ansible_collections.ramdisk.provision.plugins.module_utils._transaction import (
+    Transaction, back_out, ensure_new_root, sweep_new_root)
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram import (
-    decide, device_number, lowest_free_number, read_device)
+    ZramError, choose_algorithm, decide, device_number, lowest_free_number, read_device)
+from ansible_collections.ramdisk.provision.plugins.module_utils._zram_generator import render_section
 
 SYS_BLOCK = "/sys/block"
 CONTROL = "/sys/class/zram-control"
@@ -49,11 +58,6 @@ PIVOTS = ("swapon", "swapoff")
 # still probe it for a moment.
 BUSY_RETRY_SECONDS = 2.0
 MKFS = {"ext4": ["mkfs.ext4", "-q", "-F"], "xfs": ["mkfs.xfs", "-q", "-f"]}
-
-
-def _step_error(message):
-    from ansible_collections.ramdisk.provision.plugins.module_utils._executor import StepError
-    return StepError(message)
 
 
 class Kernel(object):
@@ -133,16 +137,33 @@ def set_swap_lines(text, src, new_lines):
 
 
 class ZramSteps(object):
-    """The zram steps of the executor (a mixin of _executor.Executor): each do_ gets its journaled ARGS and returns
-    what it learnt; each undo_ gets ARGS, RESULT ({} when the step never said it was done) and SAME_BOOT."""
+    """The zram steps, acting through CTX (an _steps.Context, whose kernel is a Kernel): each do_ gets its journaled
+    ARGS and returns what it learnt; each undo_ gets ARGS, RESULT ({} when the step never said it was done) and
+    SAME_BOOT."""
 
-    _zram_kernel = None
+    live = LIVE_STEPS
+
+    def __init__(self, ctx):
+        self.ctx = ctx
 
     @property
     def kernel(self):
-        if self._zram_kernel is None:
-            self._zram_kernel = Kernel()
-        return self._zram_kernel
+        return self.ctx.kernel
+
+    def steps(self):
+        return {
+            "zram_add": (self.do_zram_add, self.undo_zram_add),
+            "zram_set": (self.do_zram_set, self.undo_zram_set),
+            "mkswap": (self.do_mkswap, self.undo_mkswap),
+            "mkfs": (self.do_mkfs, self.undo_mkfs),
+            "swapon": (self.do_swapon, self.undo_swapon),
+            "swapoff": (self.do_swapoff, self.undo_swapoff),
+            "zram_remove": (self.do_zram_remove, self.undo_zram_remove),
+            "swap_fstab": (self.do_swap_fstab, self.undo_swap_fstab),
+        }
+
+    def probes(self):
+        return {"swapon": self.swapon_took_effect, "swapoff": self.swapoff_took_effect}
 
     def _sys(self, name, attr):
         return "%s/%s/%s" % (SYS_BLOCK, name, attr)
@@ -156,33 +177,34 @@ class ZramSteps(object):
         if state is None:
             return
         if swap_of(self.kernel, name) or mounted_at(self.kernel, name):
-            raise _step_error("%s: /dev/%s is still in use (swap or mounted), so it was not removed" % (what, name))
+            raise StepError("%s: /dev/%s is still in use (swap or mounted), so it was not removed" % (what, name))
         try:
             if state["initialised"]:
                 self.kernel.write(self._sys(name, "reset"), 1)
             self.kernel.write(CONTROL + "/hot_remove", device_number(name))
         except OSError as exc:
-            raise _step_error("%s: removing /dev/%s failed: %s (echo %d > %s/hot_remove, once nothing holds it)"
-                              % (what, name, exc.strerror or exc, device_number(name), CONTROL))
+            raise StepError("%s: removing /dev/%s failed: %s (echo %d > %s/hot_remove, once nothing holds it)"
+                            % (what, name, exc.strerror or exc, device_number(name), CONTROL))
 
     # zram_add: hot_add, which must give the number planned (the lowest free one) --------------------------
 
     def do_zram_add(self, args):
         name = args["device"]
         if self._device(name) is not None:
-            raise _step_error("/dev/%s, which this entry was to get, exists already: another user of this kernel "
-                              "made it after the plan" % name)
+            raise StepError("/dev/%s, which this entry was to get, exists already: another user of this kernel "
+                            "made it after the plan" % name)
         try:
             made = "zram%d" % self.kernel.hot_add()
         except (OSError, ValueError) as exc:
-            raise _step_error("hot_add through %s failed: %s" % (CONTROL, getattr(exc, "strerror", None) or exc))
+            raise StepError("hot_add through %s failed: %s" % (CONTROL, getattr(exc, "strerror", None) or exc))
         if made != name:
             self._reset_remove(made, "taking back the device hot_add gave instead")
-            raise _step_error("hot_add gave %s, not %s: something outside this host's lock (another container on "
-                              "this kernel?) is adding zram devices; %s was removed again. Run again" % (made, name, made))
+            raise StepError("hot_add gave %s, not %s: something outside this host's lock (another container on "
+                            "this kernel?) is adding zram devices; %s was removed again. Run again"
+                            % (made, name, made))
         if not self.kernel.wait_node(name):
-            raise _step_error("/dev/%s is missing although /sys/block/%s exists: in a container, bind the host's /dev "
-                              "(-v /dev:/dev)" % (name, name))
+            raise StepError("/dev/%s is missing although /sys/block/%s exists: in a container, bind the host's /dev "
+                            "(-v /dev:/dev)" % (name, name))
         return {"device": name}
 
     def undo_zram_add(self, args, result, same_boot):
@@ -200,10 +222,10 @@ class ZramSteps(object):
                 self.kernel.write(self._sys(name, attr), value)
             except OSError as exc:
                 if attr == "comp_algorithm" and exc.errno == errno.EINVAL:
-                    raise _step_error("the kernel refused algorithm '%s' for /dev/%s (it offers: %s)"
-                                      % (value, name, " ".join((self._device(name) or {}).get("algorithms") or [])
-                                         or "none"))
-                raise _step_error("writing %s to %s failed: %s" % (value, self._sys(name, attr), exc.strerror or exc))
+                    raise StepError("the kernel refused algorithm '%s' for /dev/%s (it offers: %s)"
+                                    % (value, name, " ".join((self._device(name) or {}).get("algorithms") or [])
+                                       or "none"))
+                raise StepError("writing %s to %s failed: %s" % (value, self._sys(name, attr), exc.strerror or exc))
         return {}
 
     def undo_zram_set(self, args, result, same_boot):
@@ -232,16 +254,16 @@ class ZramSteps(object):
     # mkswap, mkfs: what they write goes with the device's reset; nothing to undo ------------------------
 
     def do_mkswap(self, args):
-        self._tool(["mkswap", "-L", args.get("label") or "zram", "/dev/" + args["device"]],
-                   "Making swap on /dev/%s" % args["device"])
+        self.ctx.tool(["mkswap", "-L", args.get("label") or "zram", "/dev/" + args["device"]],
+                      "Making swap on /dev/%s" % args["device"])
         return {}
 
     def undo_mkswap(self, args, result, same_boot):
         return True
 
     def do_mkfs(self, args):
-        self._tool(MKFS.get(args["fstype"], ["mkfs", "-t", args["fstype"]]) + list(args.get("options") or [])
-                   + ["/dev/" + args["device"]], "Making %s on /dev/%s" % (args["fstype"], args["device"]))
+        self.ctx.tool(MKFS.get(args["fstype"], ["mkfs", "-t", args["fstype"]]) + list(args.get("options") or [])
+                      + ["/dev/" + args["device"]], "Making %s on /dev/%s" % (args["fstype"], args["device"]))
         return {}
 
     def undo_mkfs(self, args, result, same_boot):
@@ -252,20 +274,20 @@ class ZramSteps(object):
     def do_swapon(self, args):
         name = args["device"]
         if swap_of(self.kernel, name) is None:
-            self._tool(["swapon", "--priority", str(args["priority"]), "/dev/" + name],
-                       "Turning swap on for /dev/%s" % name)
+            self.ctx.tool(["swapon", "--priority", str(args["priority"]), "/dev/" + name],
+                          "Turning swap on for /dev/%s" % name)
         return {"active": True}
 
     def undo_swapon(self, args, result, same_boot):
         name = args["device"]
         if same_boot and swap_of(self.kernel, name) is not None:
-            self._tool(["swapoff", "/dev/" + name], "Turning the new swap /dev/%s off" % name)
+            self.ctx.tool(["swapoff", "/dev/" + name], "Turning the new swap /dev/%s off" % name)
         return True
 
     def do_swapoff(self, args):
         name = args["device"]
         if swap_of(self.kernel, name) is not None:
-            self._tool(["swapoff", "/dev/" + name], "Turning swap off for /dev/%s" % name)
+            self.ctx.tool(["swapoff", "/dev/" + name], "Turning swap off for /dev/%s" % name)
         return {"off": True}
 
     def undo_swapoff(self, args, result, same_boot):
@@ -274,9 +296,9 @@ class ZramSteps(object):
         if state is None or not state["initialised"] or swap_of(self.kernel, name) is not None:
             return True  # gone (removed, or a reboot), or on again
         if args.get("remake"):
-            self._tool(["mkswap", "-L", args.get("label") or "zram", "/dev/" + name], "Making swap on /dev/%s again" % name)
-        self._tool(["swapon", "--priority", str(args["priority"]), "/dev/" + name], "Turning swap on again for /dev/%s"
-                   % name)
+            self.ctx.tool(["mkswap", "-L", args.get("label") or "zram", "/dev/" + name], "Making swap on /dev/%s again" % name)
+        self.ctx.tool(["swapon", "--priority", str(args["priority"]), "/dev/" + name], "Turning swap on again for /dev/%s"
+                      % name)
         return True
 
     # zram_remove: reset and hot_remove; what was in it is gone ----------------------------------------------
@@ -291,7 +313,6 @@ class ZramSteps(object):
     # swap_fstab: the swap lines of one source (their mount point is "none" for all) ------------------------
 
     def do_swap_fstab(self, args):
-        from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import write_file
         text = self.kernel.read(paths.FSTAB) or ""
         new = set_swap_lines(text, args["src"], [format_line(*args["line"])] if args.get("line") else [])
         if new != text:
@@ -299,20 +320,19 @@ class ZramSteps(object):
         return {}
 
     def undo_swap_fstab(self, args, result, same_boot):
-        from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import write_file
         text = self.kernel.read(paths.FSTAB) or ""
         new = set_swap_lines(text, args["src"], args.get("old") or [])
         if new != text:
             write_file(paths.FSTAB, new)
         return True
 
-    # Did a pivot that never said done take effect? -------------------------------------------------------
+    # Did a pivot that never said done take effect (in the same boot)? ------------------------------------
 
-    def zram_took_effect(self, step, args, same_boot):
-        if not same_boot:
-            return False
-        active = swap_of(self.kernel, args["device"]) is not None
-        return active if step["step"] == "swapon" else not active
+    def swapon_took_effect(self, args):
+        return swap_of(self.kernel, args["device"]) is not None
+
+    def swapoff_took_effect(self, args):
+        return swap_of(self.kernel, args["device"]) is None
 
 
 # Files ----------------------------------------------------------------------------------------------------
@@ -388,14 +408,7 @@ def unit_text():
 
 # Transactions ---------------------------------------------------------------------------------------------
 
-def _blkid_type(ex, name):
-    """The signature on /dev/NAME (swap, ext4, ...), or None."""
-    rc, out, _err = ex.run_command(["blkid", "-p", "-o", "value", "-s", "TYPE", "/dev/" + name])
-    return out.strip() or None if rc == 0 else None
-
-
 def _wanted_algorithm(entry, state, kernel, allow_fallback):
-    from ansible_collections.ramdisk.provision.plugins.module_utils._zram import ZramError, choose_algorithm
     wanted = entry.get("algorithm")
     if not wanted:
         return None, None
@@ -411,7 +424,7 @@ def _wanted_algorithm(entry, state, kernel, allow_fallback):
     try:
         return choose_algorithm(wanted, offered, allow_fallback)
     except ZramError as exc:
-        raise _step_error(str(exc))
+        raise StepError(str(exc))
 
 
 def _kept_root(mount):
@@ -450,10 +463,6 @@ def build_zram(entry, ex, settings, taken):
     allow_swap_cycle, allow_algorithm_fallback, vendor_tmp. TAKEN: device names this run gave out already (check
     mode makes none). INFO: name, use, state, device, action, reboot_required, reason, mount (with persist: the
     mount the mount role makes)."""
-    from ansible_collections.ramdisk.provision.plugins.module_utils._executor import _file_step, build
-    from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import item as mount_item
-    from ansible_collections.ramdisk.provision.plugins.module_utils._size import round_up_pages
-    from ansible_collections.ramdisk.provision.plugins.module_utils._zram_generator import render_section
     kernel = ex.kernel
     name = entry["name"]
     known = (settings.get("known") or {}).get(name)
@@ -482,8 +491,8 @@ def build_zram(entry, ex, settings, taken):
         if known is None:
             return steps, pivot, info
         if filesystem and not deep:
-            mount_steps, mount_pivot = build(mount_item(_mount_entry(entry, known, settings),
-                                                        settings.get("vendor_tmp"), ex.systemd), ex.systemd)
+            mount_steps, mount_pivot = build_mount(mount_item(_mount_entry(entry, known, settings),
+                                                              settings.get("vendor_tmp"), ex.systemd), ex.systemd)
             pivot = mount_pivot
             steps.extend(mount_steps)
         swap = swap_of(kernel, known) if state is not None else None
@@ -495,8 +504,8 @@ def build_zram(entry, ex, settings, taken):
             add("swap_fstab", {"src": "/dev/" + known, "line": None, "old": old_lines})
         if os.path.lexists(link):
             add("systemctl", {"argv": ["disable", unit], "undo": ["enable", unit]})
-        _file_step(steps, paths.zram_record_file(name), None)
-        if _file_step(steps, paths.zram_generator_dropin(name), None):
+        file_step(steps, paths.zram_record_file(name), None)
+        if file_step(steps, paths.zram_generator_dropin(name), None):
             reload_needed = True
         if reload_needed and ex.systemd:
             add("reload", {})
@@ -552,31 +561,31 @@ def build_zram(entry, ex, settings, taken):
     in_use = not made and (swap_of(kernel, device) is not None or bool(mounted_at(kernel, device)))
 
     if entry["use"] == "swap":
-        if made or (not in_use and _blkid_type(ex, device) != "swap"):
+        if made or (not in_use and blkid_type(ex, device) != "swap"):
             add("mkswap", {"device": device, "label": name})
         if made or swap_of(kernel, device) is None:
             pivot = len(steps)
             add("swapon", {"device": device, "priority": entry["priority"]})
     else:
-        if made or (not in_use and _blkid_type(ex, device) != entry["fstype"]):
+        if made or (not in_use and blkid_type(ex, device) != entry["fstype"]):
             add("mkfs", {"device": device, "fstype": entry["fstype"], "options": list(entry.get("mkfs_options") or [])})
         mount = _mount_entry(entry, device, settings)
         if deep:
             info["mount"] = mount
         else:
-            mount_steps, mount_pivot = build(mount_item(mount, settings.get("vendor_tmp"), ex.systemd), ex.systemd)
+            mount_steps, mount_pivot = build_mount(mount_item(mount, settings.get("vendor_tmp"), ex.systemd), ex.systemd)
             if mount_pivot is not None:
                 pivot = len(steps) + mount_pivot
             steps.extend(mount_steps)
 
     # What brings the device back at boot, after the pivot: finished after a reboot, as the boot needs them.
-    _file_step(steps, paths.zram_record_file(name),
-               conf_text(entry, device, disksize, algorithm, persistence))
+    file_step(steps, paths.zram_record_file(name),
+              conf_text(entry, device, disksize, algorithm, persistence))
     if units:
-        changed = _file_step(steps, paths.ZRAM_SETUP, "#!/bin/sh\n" + setup_text_with_header(), mode=0o755,
-                             header=False)
-        changed |= _file_step(steps, paths.ZRAM_UNIT, unit_text())
-        if _file_step(steps, paths.zram_generator_dropin(name), None):
+        changed = file_step(steps, paths.ZRAM_SETUP, "#!/bin/sh\n" + setup_text_with_header(), mode=0o755,
+                            header=False)
+        changed |= file_step(steps, paths.ZRAM_UNIT, unit_text())
+        if file_step(steps, paths.zram_generator_dropin(name), None):
             changed = True
         if changed:
             add("reload", {})
@@ -584,7 +593,7 @@ def build_zram(entry, ex, settings, taken):
             add("systemctl", {"argv": ["enable", unit], "undo": ["disable", unit]})
     elif persistence == "generator":
         text = render_section(entry, device, disksize, algorithm)
-        if _file_step(steps, paths.zram_generator_dropin(name), text) and ex.systemd:
+        if file_step(steps, paths.zram_generator_dropin(name), text) and ex.systemd:
             add("reload", {})
         if os.path.lexists(link):
             add("systemctl", {"argv": ["disable", unit], "undo": ["enable", unit]})
@@ -618,7 +627,6 @@ def recorded_device(kernel, entry, device, state):
 
 
 def setup_text_with_header():
-    from ansible_collections.ramdisk.provision.plugins.module_utils._executor import HEADER
     return HEADER + setup_text()
 
 
@@ -631,7 +639,6 @@ def report_line(info, systemd):
     if info["state"] == "absent":
         return "%s: %s" % (info["name"], "removed /dev/%s" % info["device"] if info["action"] == "remove"
                            else "absent")
-    from ansible_collections.ramdisk.provision.plugins.module_utils._size import format_size
     where = "at %s" % info["mount"]["path"] if info.get("mount") else (
         "at %s" % info["path"] if info.get("path") else "priority %s" % info.get("priority"))
     return "%s: /dev/%s, %s %s, %s %s%s%s" % (
@@ -644,9 +651,6 @@ def apply_zram(entries, ex, journal, run, settings):
     """Carry out the planned zram ENTRIES, one transaction each, built just before it runs (from what the host
     holds then). Returns [info + steps, changed]. A failure undoes every transaction of this run, newest first,
     and raises ApplyError saying what failed and what the host holds now."""
-    from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import AtomicWriteError
-    from ansible_collections.ramdisk.provision.plugins.module_utils._executor import (
-        StepError, Transaction, ensure_new_root, sweep_new_root)
     taken = set()
     out = []
     done = []
@@ -687,7 +691,6 @@ def apply_zram(entries, ex, journal, run, settings):
 
 
 def _fail_zram(ex, journal, txn, done, entry, failed, exc):
-    from ansible_collections.ramdisk.provision.plugins.module_utils._executor import ApplyError, _error_text, back_out
     txns = ([txn] if txn is not None else []) + [older for older, _info in reversed(done) if older is not None]
     undone, problems = back_out(ex, journal, txns)
     devices = sorted(set(step["args"]["device"] for older in txns for step in older.what["steps"]
@@ -705,5 +708,5 @@ def _fail_zram(ex, journal, txn, done, entry, failed, exc):
         "its swap turned off or its mount taken away; the fstab lines, units and records as before the run): %s.%s "
         "zram devices of these entries on the host now: %s."
         % (ex.host, describe_entry(entry), "at its step '%s'" % failed if failed else "before its first step",
-           _error_text(exc), ", ".join(undone) or "nothing",
+           error_text(exc), ", ".join(undone) or "nothing",
            (" " + " ".join(problems) + ".") if problems else "", "; ".join(now) or "none"))

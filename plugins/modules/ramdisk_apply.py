@@ -203,14 +203,14 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils._brd_steps import apply_brd
-from ansible_collections.ramdisk.provision.plugins.module_utils._executor import (
-    ApplyError, Executor, StepError, apply, planned_records, recover, top_mount)
+from ansible_collections.ramdisk.provision.plugins.module_utils._executor import Executor, apply, planned_records, recover
 from ansible_collections.ramdisk.provision.plugins.module_utils._failure import program_runner, unexpected
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld, describe
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_identity import identity, same_mount
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as mount_items, notes
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import mem_available
+from ansible_collections.ramdisk.provision.plugins.module_utils._steps import ApplyError, StepError, top_mount
 from ansible_collections.ramdisk.provision.plugins.module_utils._trust import state_dirs_error
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram_steps import apply_zram, report_line
 

@@ -258,7 +258,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 from ansible_collections.ramdisk.provision.plugins.module_utils._dry_run import mark_todo
-from ansible_collections.ramdisk.provision.plugins.module_utils._executor import Executor, StepError, recover
+from ansible_collections.ramdisk.provision.plugins.module_utils._executor import Executor, recover
 from ansible_collections.ramdisk.provision.plugins.module_utils._failure import program_runner, unexpected
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_facts import TMP, _read, gather
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal, JournalError
@@ -268,6 +268,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._persist import 
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, file_kind, plan_host
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import normalize_path, path_text_problem
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import mem_available, parse_mountinfo
+from ansible_collections.ramdisk.provision.plugins.module_utils._steps import StepError
 from ansible_collections.ramdisk.provision.plugins.module_utils._trust import state_dirs_error
 
 ZRAM_RECORD_DIR = _host_paths.ZRAM_RECORD_DIR

@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _brd_steps as bs
 from ansible_collections.ramdisk.provision.plugins.module_utils import _executor as ex_mod
+from ansible_collections.ramdisk.provision.plugins.module_utils import _steps as steps_mod
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _zram_steps as zs
 from ansible_collections.ramdisk.provision.plugins.module_utils._dry_run import mark_todo
@@ -51,7 +52,7 @@ class Executor(ZramExecutor):
         found = super()._run(argv)
         if argv[0] in self.refuse:
             return found
-        kernel = self._zram_kernel
+        kernel = self.kernel
         if argv[:2] == ["modprobe", "brd"]:
             load(dict(arg.split("=") for arg in argv[2:]))
         elif argv[:3] == ["modprobe", "-r", "brd"]:
@@ -180,14 +181,14 @@ def test_absent_unmounts_first_then_unloads_brd_and_removes_its_boot_files(brd_h
     kernel = FakeKernel()
     run(plan(brd_host), kernel, brd_host)
     path = str(brd_host / "srv" / "brd")
-    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": path, "mount_id": 7, "fstype": "ext4",
-                                                       "source": "/dev/ram0"}])
+    monkeypatch.setattr(steps_mod, "mountinfo", lambda: [{"mount_point": path, "mount_id": 7, "fstype": "ext4",
+                                                          "source": "/dev/ram0"}])
     real_tool = Executor._run
 
     def umount(self, argv):
         if argv[0] == "umount":
             kernel.mounted = [m for m in kernel.mounted if m[1] != argv[-1]]
-            monkeypatch.setattr(ex_mod, "mountinfo", lambda: [])
+            monkeypatch.setattr(steps_mod, "mountinfo", lambda: [])
         return real_tool(self, argv)
     monkeypatch.setattr(Executor, "_run", umount)
     ex, out = run(plan(brd_host, action="unload", state="absent", mount_action="unmount"), kernel, brd_host)
@@ -220,13 +221,13 @@ def test_undoing_a_load_leaves_brd_that_was_loaded_before(brd_host):
     kernel = FakeKernel()
     load({"rd_nr": 2, "rd_size": 65536})
     ex = Executor(kernel)
-    ex.undo_brd_load({"rd_nr": 2, "rd_size_kib": 65536, "loaded_before": True}, {}, True)
+    ex.undo("brd_load", {"rd_nr": 2, "rd_size_kib": 65536, "loaded_before": True}, {}, True)
     assert os.path.isdir(paths.BRD_MODULE) and ex.calls == []
 
 
 def test_undoing_an_unload_loads_brd_again_with_the_old_parameters(brd_host):
     ex = Executor(FakeKernel())
-    ex.undo_brd_unload({"rd_nr": 1, "rd_size_kib": 1024}, {}, True)
+    ex.undo("brd_unload", {"rd_nr": 1, "rd_size_kib": 1024}, {}, True)
     assert ex.calls == ["modprobe brd rd_nr=1 rd_size=1024"]
 
 

@@ -14,6 +14,8 @@ import os
 import pytest
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _executor as ex_mod
+from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_txn
+from ansible_collections.ramdisk.provision.plugins.module_utils import _steps as steps_mod
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils._journal import Journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import item as mount_item
@@ -35,7 +37,7 @@ def host(tmp_path, monkeypatch):
     os.makedirs(paths.RECORD_DIR)
     os.makedirs(paths.UNIT_DIR)
     (etc / "fstab").write_text(FSTAB)
-    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [])
+    monkeypatch.setattr(steps_mod, "mountinfo", lambda: [])
     real_isdir, real_lexists = os.path.isdir, os.path.lexists
     monkeypatch.setattr(os.path, "isdir", lambda p: False if str(p).startswith("/srv/") else real_isdir(p))
     monkeypatch.setattr(os.path, "lexists", lambda p: False if str(p).startswith("/srv/") else real_lexists(p))
@@ -43,35 +45,35 @@ def host(tmp_path, monkeypatch):
 
 
 class Recorder(ex_mod.Executor):
-    """File steps for real; mount steps and tools recorded."""
+    """File steps for real; mount steps (RECORDED) and tools recorded."""
 
     def __init__(self, systemd=True, fail_at=None, boot="boot-1"):
         self.calls = []
         super().__init__(self._run, systemd, "web1")
         self.boot = boot
         self.fail_at = fail_at
+        self.registry.update((name, _recording(self, name)) for name in RECORDED)
 
     def _run(self, argv):
         self.calls.append(" ".join(argv))
         return 0, "", ""
 
 
-def _recording(name):
-    def do(self, args):
-        self.calls.append("do %s %s" % (name, args.get("path")))
-        if self.fail_at == name:
+RECORDED = ("mkdir", "rmdir", "mount", "move", "bind", "copy", "release", "root", "unmount", "remount")
+
+
+def _recording(ex, name):
+    """(do, undo) of the step NAME that only say, in EX.calls, that they ran."""
+    def do(args):
+        ex.calls.append("do %s %s" % (name, args.get("path")))
+        if ex.fail_at == name:
             raise ex_mod.StepError("%s refused" % name)
         return {"mount_id": 99} if name in ("mount", "move", "bind") else {}
 
-    def undo(self, args, result, same_boot):
-        self.calls.append("undo %s %s" % (name, args.get("path")))
+    def undo(args, result, same_boot):
+        ex.calls.append("undo %s %s" % (name, args.get("path")))
         return True
     return do, undo
-
-
-for _name in ("mkdir", "rmdir", "mount", "move", "bind", "copy", "release", "root", "unmount", "remount"):
-    setattr(Recorder, "do_" + _name, _recording(_name)[0])
-    setattr(Recorder, "undo_" + _name, _recording(_name)[1])
 
 
 def entry(**changes):
@@ -100,7 +102,7 @@ def test_a_migrate_fills_out_of_sight_and_moves_in_at_the_pivot(host):
     assert staged["path"].startswith(paths.NEW_ROOT + "/") and "mode=755" in staged["options"]
     # The boot-time copy unit is written and enabled before the fstab line that mounts the path at boot.
     assert names.index("systemctl") < names.index("fstab")
-    assert "mode=2750" not in ex_mod._fill_options(["mode=2750"]) and ex_mod._fill_options(["mode=2750"]) == ["mode=750"]
+    assert "mode=2750" not in _mount_txn.fill_options(["mode=2750"]) and _mount_txn.fill_options(["mode=2750"]) == ["mode=750"]
 
 
 def test_a_read_only_tmpfs_gets_its_root_from_its_mount_options(host):
@@ -128,15 +130,15 @@ def test_the_root_step_changes_only_what_differs(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "chmod", lambda *args: calls.append(("chmod",) + args[1:]))
     info = os.stat(str(tmp_path))
     same = {"path": str(tmp_path), "owner": str(info.st_uid), "group": None, "mode": "%o" % (info.st_mode & 0o7777)}
-    ex_mod.Executor.do_root(Recorder(), same)
+    _mount_txn.MountSteps(Recorder()).do_root(same)
     assert calls == []
-    ex_mod.Executor.do_root(Recorder(), dict(same, mode="1777"))
+    _mount_txn.MountSteps(Recorder()).do_root(dict(same, mode="1777"))
     assert calls == [("chmod", 0o1777)]
 
 
 def test_a_mount_that_goes_is_unmounted_first_then_its_files(host, monkeypatch):
     mount = {"mount_point": "/srv/old", "mount_id": 42, "fstype": "tmpfs", "source": "tmpfs"}
-    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [mount])
+    monkeypatch.setattr(steps_mod, "mountinfo", lambda: [mount])
     record = entry(path="/srv/old")["files"]["record"]
     with open(record, "w") as handle:
         handle.write("{}\n")
@@ -166,16 +168,12 @@ def test_a_failed_step_undoes_its_transaction_and_the_new_mounts_before_it(host)
     second = entry(path="/srv/b", action="migrate", migrate=True,
                    record={"path": "/srv/b", "fstype": "tmpfs", "created_dir": False, "root_kept": {}})
     ex.fail_at = None
-    original = Recorder.do_copy
 
-    def failing_copy(self, args):
+    def failing_copy(args):
         raise ex_mod.StepError("the copy of /srv/b differs")
-    Recorder.do_copy = failing_copy
-    try:
-        with pytest.raises(ex_mod.ApplyError) as caught:
-            ex_mod.apply([first, second], ex, journal, "run1")
-    finally:
-        Recorder.do_copy = original
+    ex.registry["copy"] = (failing_copy, ex.registry["copy"][1])
+    with pytest.raises(ex_mod.ApplyError) as caught:
+        ex_mod.apply([first, second], ex, journal, "run1")
     message = str(caught.value)
     assert "Host web1: /srv/b (migrate) failed at its step 'copy'" in message
     assert "Undone, in this order" in message and "/srv/b, /srv/a" in message
@@ -247,19 +245,56 @@ def test_after_a_reboot_only_the_file_steps_are_finished(host):
     assert os.path.exists(paths.record_file(entry()["token"]))
 
 
+# The kinds journals name: a journal written by an earlier version is recovered by the same names.
+KINDS = {"mkdir", "mount", "bind", "copy", "release", "root", "move", "remount", "unmount", "fstab", "file", "systemctl",
+         "systemctl_start", "reload", "rmdir", "zram_add", "zram_set", "mkswap", "mkfs", "swapon", "swapoff",
+         "zram_remove", "swap_fstab", "brd_load", "brd_unload", "sync", "verify", "writeback", "return", "journald",
+         "journal_var", "clear_backing"}
+LIVE = {"mount", "move", "unmount", "remount", "root", "bind", "release", "copy", "systemctl_start", "sync", "verify",
+        "writeback", "journal_var", "zram_add", "zram_set", "zram_remove", "mkswap", "mkfs", "swapon", "swapoff",
+        "brd_load", "brd_unload"}
+
+
+def test_the_executor_runs_every_kind_of_step_its_families_offer_and_refuses_any_other():
+    ex = ex_mod.Executor(lambda argv: (0, "", ""), False, "web1")
+    assert set(ex.registry) == KINDS and set(ex.live) == LIVE
+    assert set(ex.probes) == {"mount", "move", "unmount", "swapon", "swapoff", "brd_load", "brd_unload"}
+    with pytest.raises(ex_mod.StepError, match="the step 'teleport' is not one this version of ramdisk.provision knows"):
+        ex.do("teleport", {})
+    with pytest.raises(ex_mod.StepError, match="'teleport'"):
+        ex.undo("teleport", {}, {}, True)
+
+
+def test_no_two_families_offer_the_same_kind():
+    ex = ex_mod.Executor(lambda argv: (0, "", ""), False, "web1")
+    assert sum(len(family.steps()) for family in ex.families) == len(ex.registry)
+    assert all(set(family.live) <= set(family.steps()) for family in ex.families)
+
+
+def test_an_unknown_kind_in_a_dead_runs_journal_stops_its_recovery_with_a_step_error(host):
+    journal = Journal(str(host / "journal.jsonl"))
+    journal.txn("dead", "t", {"path": "/srv/a", "action": "mount", "pivot": None,
+                              "steps": [{"step": "teleport", "args": {}}]})
+    journal.mark("begin", "dead", "t", 0)
+    journal.close()
+    with pytest.raises(ex_mod.StepError, match="'teleport'"):
+        ex_mod.recover(Recorder(), Journal(journal.path))
+    assert os.path.exists(journal.path)
+
+
 def test_fstab_undo_puts_the_old_lines_back_where_they_were(host):
     ex = Recorder()
     args = {"path": "/srv/old", "line": ["tmpfs", "/srv/old", "tmpfs", ["size=2M"]],
             "old": ["tmpfs /srv/old tmpfs size=1M 0 0\n"]}
-    ex.do_fstab(args)
+    ex.do("fstab", args)
     assert "size=2M" in open(paths.FSTAB).read()
-    ex.undo_fstab(args, {}, True)
+    ex.undo("fstab", args, {}, True)
     assert open(paths.FSTAB).read() == FSTAB
 
 
 def test_an_empty_mount_a_boot_made_goes_before_the_fill_from_disk(host, monkeypatch):
     booted = {"mount_point": "/srv/a", "mount_id": 42, "fstype": "tmpfs", "source": "tmpfs"}
-    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [booted])
+    monkeypatch.setattr(steps_mod, "mountinfo", lambda: [booted])
     real_isdir = os.path.isdir
     monkeypatch.setattr(os.path, "isdir", lambda p: p == "/srv/a" or real_isdir(p))
     steps, pivot = ex_mod.build(entry(action="migrate", migrate=True, refill=True), systemd=False)
@@ -273,16 +308,16 @@ def test_an_empty_mount_a_boot_made_goes_before_the_fill_from_disk(host, monkeyp
 def test_an_empty_mount_that_was_written_to_since_the_plan_stays(tmp_path, monkeypatch):
     mounted = tmp_path / "data"
     mounted.mkdir()
-    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": str(mounted), "mount_id": 42,
-                                                       "fstype": "tmpfs", "source": "tmpfs"}])
+    monkeypatch.setattr(steps_mod, "mountinfo", lambda: [{"mount_point": str(mounted), "mount_id": 42,
+                                                          "fstype": "tmpfs", "source": "tmpfs"}])
     calls = []
     ex = ex_mod.Executor(lambda argv: calls.append(argv) or (0, "", ""), False, "web1")
     (mounted / "new").write_text("written after the plan\n")
     with pytest.raises(ex_mod.StepError, match="is not empty any more, so it stays as it is"):
-        ex.do_unmount({"path": str(mounted), "mount_id": 42, "empty": True})
+        ex.do("unmount", {"path": str(mounted), "mount_id": 42, "empty": True})
     assert calls == []
     (mounted / "new").unlink()
-    ex.do_unmount({"path": str(mounted), "mount_id": 42, "empty": True})
+    ex.do("unmount", {"path": str(mounted), "mount_id": 42, "empty": True})
     assert calls == [["umount", str(mounted)]]
 
 
@@ -291,10 +326,10 @@ def _undo_after_reboot(monkeypatch, line, old, mounted):
     LINE's path; returns the umounts run. The file is as before either way."""
     ex = Recorder(boot="boot-2")
     args = {"path": line[1], "line": line, "old": old}
-    ex.do_fstab(args)
-    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": line[1], "mount_id": 7, "source": mounted[0],
-                                                      "fstype": mounted[1]}])
-    ex.undo_fstab(args, {}, False)
+    ex.do("fstab", args)
+    monkeypatch.setattr(steps_mod, "mountinfo", lambda: [{"mount_point": line[1], "mount_id": 7, "source": mounted[0],
+                                                          "fstype": mounted[1]}])
+    ex.undo("fstab", args, {}, False)
     assert open(paths.FSTAB).read() == FSTAB
     return [call for call in ex.calls if call.startswith("umount")]
 
@@ -340,6 +375,10 @@ def _persisted_run(host, stop_after, boot):
 
 
 class PersistRecorder(Recorder):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.registry.update(sync=(self.do_sync, self.undo_sync), verify=(self.do_verify, self.undo_verify))
+
     def do_sync(self, args):
         self.calls.append("do sync")
         return {}

@@ -230,7 +230,7 @@ def test_an_unreadable_line_after_a_done_step_undoes_the_step_it_may_have_begun(
     ex = _executor()
     for i in (0, 1):
         journal.mark("begin", "dead", "t", i)
-        getattr(ex, "do_file")(steps[i]["args"])
+        ex.do("file", steps[i]["args"])
         if i == 0:
             journal.mark("done", "dead", "t", 0)
     journal.mark("close", "dead", "u")  # a later line, so that the damaged one is in the middle
@@ -279,12 +279,12 @@ def test_a_closed_transaction_before_an_unreadable_line_does_its_last_step_again
     ex = _executor()
     for i in (0, 1):
         journal.mark("begin", "dead", "t", i)
-        getattr(ex, "do_file")(steps[i]["args"])
+        ex.do("file", steps[i]["args"])
         journal.mark("done", "dead", "t", i)
     journal.mark("forward", "dead", "t")
     journal.mark("close", "dead", "t")
     journal.mark("abort", "dead", "t")
-    getattr(ex, "undo_file")(steps[1]["args"], {}, True)  # then killed before its undone line
+    ex.undo("file", steps[1]["args"], {}, True)  # then killed before its undone line
     journal.mark("close", "dead", "v")
     journal.close()
     _damage(journal.path, 9)

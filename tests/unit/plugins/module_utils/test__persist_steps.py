@@ -11,6 +11,8 @@ import os
 import pytest
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _executor as ex_mod
+from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_txn
+from ansible_collections.ramdisk.provision.plugins.module_utils import _steps as steps_mod
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_steps as ps
 from ansible_collections.ramdisk.provision.plugins.module_utils import _trust
@@ -114,13 +116,13 @@ def test_a_journal_mount_moves_journald_out_and_back_and_restarts_it_with_its_si
     assert [steps[at[0] - 1]["args"], steps[at[0] + 1]["args"]] == [{"on": "undo"}, {"on": "do"}]
     assert got.index("mount") < at[0] < got.index("systemctl_start start")
 
-    ex.do_journal_var({"to": "relinquish"})
-    ex.do_journald({"on": "undo"})
-    ex.do_journald({"on": "do"})
-    ex.undo_journald({"on": "do"}, {}, True)
-    ex.undo_journald({"on": "undo"}, {}, True)
-    ex.undo_journal_var({"to": "relinquish"}, {}, True)
-    ex.undo_journal_var({"to": "flush"}, {}, False)  # another boot: journald is where the boot put it
+    ex.do("journal_var", {"to": "relinquish"})
+    ex.do("journald", {"on": "undo"})
+    ex.do("journald", {"on": "do"})
+    ex.undo("journald", {"on": "do"}, {}, True)
+    ex.undo("journald", {"on": "undo"}, {}, True)
+    ex.undo("journal_var", {"to": "relinquish"}, {}, True)
+    ex.undo("journal_var", {"to": "flush"}, {}, False)  # another boot: journald is where the boot put it
     assert ex.calls[-4:] == ["journalctl --relinquish-var", "systemctl restart systemd-journald.service",
                              "systemctl restart systemd-journald.service", "journalctl --flush"]
 
@@ -159,12 +161,12 @@ def settled(persist_host):
         handle.write(delta_helper_text())
     os.makedirs(paths.PERSIST_CONF_DIR)
     with open(paths.persist_conf_file(token), "w") as handle:
-        handle.write(ex_mod.HEADER + conf_text(item))
+        handle.write(steps_mod.HEADER + conf_text(item))
     for kind, text in unit_texts(item).items():
         with open(paths.persist_unit_files(token)[kind], "w") as handle:
-            handle.write(ex_mod.HEADER + text)
+            handle.write(steps_mod.HEADER + text)
     with open(item["files"]["record"], "w") as handle:
-        handle.write(ex_mod._record_text(item))
+        handle.write(_mount_txn.record_text(item))
     with open(paths.FSTAB, "a") as handle:
         handle.write("tmpfs %s tmpfs size=1M,mode=755,nosuid 0 0\n" % mounted)
     units = {"ramdisk-persist-%s.service" % token: ("active", "enabled"),
@@ -248,8 +250,8 @@ def test_a_persisted_mount_that_goes_is_written_back_unmounted_then_returned_to_
     status = "%s/%s.status" % (paths.PERSIST_STATUS_DIR, token)
     with open(status, "w") as handle:
         handle.write("RESULT=ok\n")
-    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": "/srv/old", "mount_id": 42, "fstype": "tmpfs",
-                                                      "source": "tmpfs"}])
+    monkeypatch.setattr(steps_mod, "mountinfo", lambda: [{"mount_point": "/srv/old", "mount_id": 42, "fstype": "tmpfs",
+                                                          "source": "tmpfs"}])
     units = {"ramdisk-persist-%s.service" % token: ("active", "enabled"),
              "ramdisk-persist-sync-%s.timer" % token: ("active", "static"), "db.service": ("active", "enabled")}
     steps, pivot = ex_mod.build(item, True, Systemd(units=units))
@@ -293,6 +295,26 @@ def test_a_backing_a_user_planted_records_in_is_refused_under_the_lock(persist_h
     assert not any(call.startswith("do ") for call in ex.calls) and not os.path.exists(journal.path)
 
 
+def test_the_backings_copies_are_removed_without_following_a_link(tmp_path):
+    outside = tmp_path / "outside"
+    os.makedirs(outside / "kept")
+    backing = tmp_path / "backing"
+    os.makedirs(backing / "snap-1" / "sub")
+    (backing / "snap-1" / "sub" / "f").write_text("x")
+    os.symlink(str(outside), str(backing / "current"))
+    for name in ("current", "snap-1", "snap-gone"):
+        ps._remove(str(backing / name))
+    ps._remove(str(tmp_path / "no-such-dir" / "snap-1"))
+    assert os.listdir(backing) == [] and os.listdir(outside) == ["kept"]
+    (tmp_path / ".d.ramdisk-return").write_text("someone's file")
+    with pytest.raises(OSError, match="is in the way of the data's return and is not a directory"):
+        ps._remove_ours(str(tmp_path / ".d.ramdisk-return"))
+    os.makedirs(tmp_path / ".d.ramdisk-replaced" / "deep")
+    ps._remove_ours(str(tmp_path / ".d.ramdisk-replaced"))
+    ps._remove_ours(str(tmp_path / ".d.ramdisk-replaced"))
+    assert not (tmp_path / ".d.ramdisk-replaced").exists()
+
+
 def test_undoing_the_first_copy_puts_the_backing_back(tmp_path):
     backing = tmp_path / "backing"
     os.makedirs(backing / "snap-old")
@@ -304,11 +326,11 @@ def test_undoing_the_first_copy_puts_the_backing_back(tmp_path):
     os.makedirs(backing / ".new-2")
     os.unlink(str(backing / "current"))
     os.symlink("snap-new", str(backing / "current"))
-    ps.PersistSteps().undo_sync(args, {}, True)
+    ps.PersistSteps(None).undo_sync(args, {}, True)
     assert sorted(os.listdir(backing)) == ["current", "snap-old"] and os.readlink(str(backing / "current")) == "snap-old"
     # A backing that had no copy before has none after.
     args = {"backing": str(backing), "before": [], "current": None, "disk": True, "path": str(tmp_path / "data")}
-    ps.PersistSteps().undo_sync(args, {}, True)
+    ps.PersistSteps(None).undo_sync(args, {}, True)
     assert os.listdir(backing) == []
 
 
@@ -319,7 +341,7 @@ def test_undoing_a_live_mounts_first_copy_keeps_it_once_the_ram_is_gone(tmp_path
     os.symlink("snap-new", str(backing / "current"))
     args = {"backing": str(backing), "before": [], "current": None, "path": str(tmp_path / "data"), "mount_id": 4242}
     for same_boot in (False, True):  # True: nothing is mounted at the path any more
-        ps.PersistSteps().undo_sync(args, {}, same_boot)
+        ps.PersistSteps(None).undo_sync(args, {}, same_boot)
         assert sorted(os.listdir(backing)) == ["current", "snap-new"]
 
 
@@ -327,7 +349,7 @@ def test_undoing_the_start_of_persist_first_takes_away_the_mark_of_its_restore(p
     mark = persist_host / "restored"
     mark.write_text("42 0:50\n")
     ex = Systemd()
-    ex.undo_systemctl({"argv": ["start", "p.service"], "undo": ["stop", "p.service"], "unrestore": str(mark)}, {}, True)
+    ex.undo("systemctl", {"argv": ["start", "p.service"], "undo": ["stop", "p.service"], "unrestore": str(mark)}, {}, True)
     assert not mark.exists() and ex.calls[-1] == "systemctl stop p.service"
 
 
@@ -346,33 +368,22 @@ def _returning(tmp_path):
 def test_the_copy_returns_to_disk_only_once_nothing_is_mounted_there(tmp_path, monkeypatch):
     backing, disk = _returning(tmp_path)
 
-    class Ex(ps.PersistSteps):
-        def _tool(self, argv, what):
-            import subprocess
-            subprocess.run(argv, check=True)
-
-        def error(self, message):
-            raise RuntimeError(message)
-
     args = {"path": str(disk), "backing": str(backing), "fstype": "tmpfs"}
     monkeypatch.setattr(ps, "_is_mount_point", lambda path: True)
     with pytest.raises(RuntimeError, match="still a mount point"):
-        Ex().do_return(args)
+        returner().do_return(args)
     assert (disk / "stale").exists()
     monkeypatch.setattr(ps, "_is_mount_point", lambda path: False)
-    assert Ex().do_return(args)["returned"]
+    assert returner().do_return(args)["returned"]
     assert sorted(os.listdir(disk)) == ["sub"] and (disk / "sub" / "f").read_text() == "new"
-    Ex().do_clear_backing({"backing": str(backing)})
+    returner().do_clear_backing({"backing": str(backing)})
     assert not backing.exists()
 
 
-class Returner(ps.PersistSteps):
-    """do_return's tools for real, but the copy killed (SystemExit) or cut short (a file left out) when told."""
+class Tools(object):
+    """A context whose tools run for real and whose errors are RuntimeErrors."""
 
-    def __init__(self, cp=None):
-        self.cp = cp
-
-    def _tool(self, argv, what):
+    def tool(self, argv, what):
         import subprocess
         subprocess.run(argv, check=True)
 
@@ -380,8 +391,13 @@ class Returner(ps.PersistSteps):
         raise RuntimeError(message)
 
 
+def returner():
+    """The persist steps with their tools for real (do_return's copy killed or cut short by _returning_copy)."""
+    return ps.PersistSteps(Tools())
+
+
 def _returning_copy(monkeypatch):
-    """The helper's return copies for real; then a Returner's CP says whether it was killed or cut short."""
+    """The helper's return copies for real; then what it is told says whether it was killed or cut short."""
     real = ps._persist_helper.return_copy
     told = {}
 
@@ -404,17 +420,17 @@ def test_a_return_cut_short_or_refused_leaves_the_directory_on_disk_whole(tmp_pa
     told = _returning_copy(monkeypatch)
     told["cp"] = "short"
     with pytest.raises(RuntimeError, match="differs from the backing's copy"):
-        Returner().do_return(args)
+        returner().do_return(args)
     assert sorted(os.listdir(disk)) == ["old", "stale"]
     told["cp"] = "kill"
     with pytest.raises(SystemExit):
-        Returner().do_return(args)
+        returner().do_return(args)
     assert sorted(os.listdir(disk)) == ["old", "stale"]
     told["cp"] = None
     # Killed between the two renames of a swap: the directory is away, the copy beside it.
     fresh, aside = ps.return_names(str(disk))
     os.rename(str(disk), aside)
-    assert Returner().do_return(args)["returned"]
+    assert returner().do_return(args)["returned"]
     assert sorted(os.listdir(disk)) == ["sub"] and (disk / "sub" / "f").read_text() == "new"
     assert sorted(os.listdir(tmp_path)) == ["backing", "disk"]
 
@@ -431,22 +447,18 @@ def test_the_copy_returns_into_a_setgid_directory_with_the_modes_of_the_copy(tmp
     os.makedirs(disk)
     os.chmod(disk, 0o2750)
 
-    class Ex(ps.PersistSteps):
-        def _tool(self, argv, what):
-            import subprocess
-            subprocess.run(argv, check=True)
-
-        def error(self, message):
-            raise RuntimeError(message)
-
     monkeypatch.setattr(ps, "_is_mount_point", lambda path: False)
-    assert Ex().do_return({"path": str(disk), "backing": str(backing), "fstype": "tmpfs"})["returned"]
+    assert returner().do_return({"path": str(disk), "backing": str(backing), "fstype": "tmpfs"})["returned"]
     assert [oct(os.stat(path).st_mode & 0o7777) for path in (disk, disk / "sub", disk / "sub" / "deeper")] == \
         ["0o2750", "0o750", "0o750"]
 
 
 class Verifier(Systemd):
     """Systemd whose checks of a copy against a mount are recorded: the new mount here is not mounted for real."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.registry["verify"] = (self.do_verify, self.registry["verify"][1])
 
     def do_verify(self, args):
         self.calls.append("do verify %s" % args["dest"])
@@ -465,8 +477,8 @@ class Verifier(Systemd):
 def test_a_run_that_releases_the_last_persisted_mount_and_adds_another_keeps_the_helper(persist_host, monkeypatch):
     old, units = settled(persist_host)
     old = dict(old, state="absent", action="unmount")
-    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [{"mount_point": old["path"], "mount_id": 42, "fstype": "tmpfs",
-                                                      "source": "tmpfs"}])
+    monkeypatch.setattr(steps_mod, "mountinfo", lambda: [{"mount_point": old["path"], "mount_id": 42, "fstype": "tmpfs",
+                                                          "source": "tmpfs"}])
     new = persisted(persist_host / "backing-new", path="/srv/b")
     ex = Verifier(units=dict(units, **{"db.service": ("active", "enabled")}))
     ex_mod.apply([old, new], ex, Journal(str(persist_host / "journal.jsonl")), "run1")
@@ -508,7 +520,7 @@ def test_a_directory_that_is_a_mount_point_of_its_own_gets_the_copy_in_place(tmp
             os.rename(str(disk / "stale"), str(part / "stale"))
             os.rename(str(part), str(whole))
             os.rename(str(new / "sub"), str(disk / "sub"))
-    assert Returner().do_return(args)["returned"]
+    assert returner().do_return(args)["returned"]
     assert sorted(os.listdir(disk)) == ["sub"] and (disk / "sub" / "f").read_text() == "new"
     assert sorted(os.listdir(tmp_path)) == ["backing", "disk"]
 
@@ -525,6 +537,6 @@ def test_a_directory_no_rename_can_swap_gets_the_checked_copy_copied_over(tmp_pa
         raise OSError(errno_mod.EXDEV, "exchanging %s and %s: Invalid cross-device link" % (new, path))
     monkeypatch.setattr(ps, "exchange", exdev)
     args = {"path": str(disk), "backing": str(backing), "fstype": "tmpfs"}
-    assert Returner().do_return(args)["returned"]
+    assert returner().do_return(args)["returned"]
     assert sorted(os.listdir(disk)) == ["sub"] and (disk / "sub" / "f").read_text() == "new"
     assert sorted(os.listdir(tmp_path)) == ["backing", "disk"]

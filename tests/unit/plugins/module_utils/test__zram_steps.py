@@ -14,6 +14,7 @@ import os
 import pytest
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _executor as ex_mod
+from ansible_collections.ramdisk.provision.plugins.module_utils import _steps as steps_mod
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _zram_steps as zs
 from ansible_collections.ramdisk.provision.plugins.module_utils._dry_run import mark_todo
@@ -99,13 +100,13 @@ class Executor(ex_mod.Executor):
         self.calls = []
         self.refuse = refuse
         super().__init__(self._run, True, "web1")
-        self._zram_kernel = kernel
+        self.kernel = kernel
         if boot is not None:  # another boot than the journal's (which is this machine's)
             self.boot = boot
 
     def _run(self, argv):
         self.calls.append(" ".join(argv))
-        kernel = self._zram_kernel
+        kernel = self.kernel
         if argv[0] in self.refuse:
             return 1, "", "%s: Operation not permitted" % argv[0]
         if argv[0] == "swapon":
@@ -157,7 +158,7 @@ def host(tmp_path, monkeypatch):
         monkeypatch.setattr(paths, name, str(value))
     os.makedirs(str(etc))
     (etc / "fstab").write_text(FSTAB)
-    monkeypatch.setattr(ex_mod, "mountinfo", lambda: [])
+    monkeypatch.setattr(steps_mod, "mountinfo", lambda: [])
     return tmp_path
 
 
@@ -279,9 +280,9 @@ def test_a_mem_limit_change_is_made_live_and_its_undo_puts_the_old_one_back(host
     steps, pivot, info = zs.build_zram(swap(mem_limit_bytes=32 * MIB), ex, dict(SETTINGS, known={"swap": "zram0"}),
                                        set())
     assert [step["step"] for step in steps][:1] == ["zram_set"] and steps[0]["args"]["writes"] == [["mem_limit", 32 * MIB]]
-    ex.do_zram_set(steps[0]["args"])
+    ex.do("zram_set", steps[0]["args"])
     assert kernel.devices["zram0"]["mem_limit"] == 32 * MIB
-    ex.undo_zram_set(steps[0]["args"], {}, True)
+    ex.undo("zram_set", steps[0]["args"], {}, True)
     assert kernel.devices["zram0"]["mem_limit"] == 0
 
 
@@ -361,7 +362,7 @@ def test_swapon_refused_at_the_last_device_undoes_the_earlier_swaps_too(host):
 
     class Limited(Executor):
         def _run(self, argv):
-            if argv[0] == "swapon" and len(self._zram_kernel.swapping) == 2:
+            if argv[0] == "swapon" and len(self.kernel.swapping) == 2:
                 return 255, "", "swapon: /dev/zram2: swapon failed: Operation not permitted"
             return Executor._run(self, argv)
     ex = Limited(kernel)
@@ -378,7 +379,7 @@ def test_each_undo_is_safe_when_its_step_never_ran(host):
     args = {"device": "zram4", "priority": 100, "writes": [["disksize", 1]], "old": None, "src": "/dev/zram4",
             "line": None}
     for name in ("zram_add", "zram_set", "mkswap", "mkfs", "swapon", "swapoff", "zram_remove", "swap_fstab"):
-        assert getattr(ex, "undo_" + name)(args, {}, True) is True
+        assert ex.undo(name, args, {}, True) is True
     assert ex.calls == [] and open(paths.FSTAB).read() == FSTAB
 
 
@@ -387,7 +388,7 @@ def test_the_device_hot_add_gave_instead_of_the_planned_one_is_given_back(host):
     ex = Executor(kernel)
     kernel.hot_add()  # something else took zram0 after the plan
     with pytest.raises(ex_mod.StepError, match="exists already"):
-        ex.do_zram_add({"device": "zram0"})
+        ex.do("zram_add", {"device": "zram0"})
     kernel.devices.clear()
     kernel.hot_add()
     del kernel.devices["zram0"]
@@ -396,7 +397,7 @@ def test_the_device_hot_add_gave_instead_of_the_planned_one_is_given_back(host):
     kernel.hot_add = lambda: (kernel.devices.__setitem__("zram0", {"disksize": 0, "algorithm": "x", "mem_limit": 0}),
                               real())[1]  # another user takes zram0 in the same instant
     with pytest.raises(ex_mod.StepError, match="hot_add gave zram2, not zram0"):
-        ex.do_zram_add({"device": "zram0"})
+        ex.do("zram_add", {"device": "zram0"})
     assert "zram2" not in kernel.devices
 
 
