@@ -517,7 +517,8 @@ def build(item, ex, after=None):
     names = unit_names(token)
     unit_files = paths.persist_unit_files(token)
     stopped = running_services(ex, persist.get("services")) if decision.get("adopt") or decision.get("release") else []
-    pre = [_systemctl(["stop"] + stopped, ["start"] + stopped)] if stopped else []
+    # services: the undo after a reboot stops them again first (the boot started them; see Transaction.back).
+    pre = [_systemctl(["stop"] + stopped, ["start"] + stopped, services=True)] if stopped else []
     post = [_systemctl(["start"] + stopped)] if stopped else []
     if holds_journal(path) and ex.systemd and (decision.get("adopt") or decision.get("release")):
         # journald writes the journal mount's files: out of /var/log/journal while the mount changes, back after.

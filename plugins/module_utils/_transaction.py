@@ -55,12 +55,23 @@ class Transaction(object):
         backwards at the next run, never forwards."""
         self.journal.mark("abort", self.run, self.txn)
         self.ex.txn_results = self.results
+        if not same_boot:
+            self.stop_services_again()
         for i in sorted(self.begun - self.undone, reverse=True):
             step = self.what["steps"][i]
             self.ex.undo(step["step"], step["args"], self.results.get(i) or {}, same_boot)
             self.undone.add(i)
             self.journal.mark("undone", self.run, self.txn, i)
         self.journal.mark("close", self.run, self.txn)
+
+    def stop_services_again(self):
+        """After a reboot the services the dead run stopped (persist.services) run again, started by the boot, and
+        may hold files in what the boot mounted from the new fstab line (a logger in /var/log), which the undo takes
+        away: stopped again first. The undo of their stop step starts them, last, as in the same boot."""
+        for i in sorted(self.begun - self.undone):
+            step = self.what["steps"][i]
+            if step["step"] == "systemctl" and (step.get("args") or {}).get("services"):
+                self.ex.do("systemctl", step["args"])
 
 
 def back_out(ex, journal, txns):

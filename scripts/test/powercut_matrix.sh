@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # make transaction-powercut: the power-cut matrix (tests/transaction/powercut_matrix.py). Every transaction kind
 # (mount, migrate, a zram file system; migrate with persist, persist adopting a backing, a live mount gaining
-# persist, removal with return) cut after each of its journal writes, then booted and run again: no file lost,
-# none hidden, none only in RAM. It prints the number of points and a table per kind.
+# persist, removal with return, /var/log on the log purpose with journald writing) cut after each of its journal
+# writes, then booted and run again: no file lost, none hidden, none only in RAM. It prints the number of points and
+# a table per kind.
 #
 # mount, migrate and zram run in private mount namespaces on this machine's kernel (as make transaction; zram one
-# point at a time, every device it made removed); the persist kinds in systemd containers of the lab's Debian 12
-# image (pcmatrix-<this shell's pid>-*, removed after each point and at exit), where the cut is docker kill +
-# docker start and a new boot id.
+# point at a time, every device it made removed); the persist and log kinds in systemd containers of the lab's
+# Debian 12 image (pcmatrix-<this shell's pid>-*, removed after each point and at exit), where the cut is docker
+# kill + docker start and a new boot id.
 #
 # Arguments go to the driver: --only KIND,... , --jobs N (2), --max N (at most N points a kind, a quick look).
 # Each failed point's log and result stay in build/transaction-powercut/. Exits 1 when a property failed, 2 when

@@ -415,3 +415,41 @@ def test_in_the_same_boot_a_persisted_migrate_past_its_pivot_goes_forward(host):
     ex = PersistRecorder(boot="boot-1")
     report = ex_mod.recover(ex, _persisted_run(host, 1, "boot-1"))
     assert report[0]["way"] == "forward" and "do verify" in ex.calls
+
+
+def test_after_a_reboot_the_services_the_dead_run_stopped_are_stopped_again_before_the_boots_mount_goes(
+        host, monkeypatch):
+    """A run stopped persist.services, wrote the fstab line and died before the first copy; the boot mounted the
+    line's empty tmpfs and started the services again, which now hold files in it (a logger in /var/log): the undo
+    stops them before it takes that mount away, and starts them again last."""
+    line = ["tmpfs", "/srv/a", "tmpfs", ["size=1M"]]
+    steps = [{"step": "systemctl", "args": {"argv": ["stop", "app.service"], "undo": ["start", "app.service"],
+                                            "services": True}},
+             {"step": "move", "args": {"src": "/run/new/a", "path": "/srv/a", "fstype": "tmpfs", "below": None}},
+             {"step": "fstab", "args": {"path": "/srv/a", "line": line, "old": []}},
+             {"step": "sync", "args": {"path": "/srv/a", "backing": str(host / "backing"), "before": [],
+                                       "current": None, "disk": True}},
+             {"step": "verify", "args": {"src": "/srv/a", "dest": str(host / "backing" / "current"),
+                                         "boot_pivot": True, "src_name": "the RAM mount",
+                                         "dest_name": "the backing's first copy"}}]
+    journal = Journal(str(host / "journal.jsonl"))
+    journal.txn("dead", "t", {"path": "/srv/a", "action": "migrate", "pivot": 1, "steps": steps})
+    for i in range(3):
+        journal.mark("begin", "dead", "t", i)
+        journal.mark("done", "dead", "t", i, {"mount_id": 7} if i == 1 else {})
+        if i == 1:
+            journal.mark("forward", "dead", "t")
+    journal.close()
+    text = open(journal.path).read().replace('"boot":', '"boot":"boot-1","was":', 1)
+    with open(journal.path, "w") as handle:
+        handle.write(text)
+    with open(paths.FSTAB, "a") as handle:
+        handle.write("tmpfs /srv/a tmpfs size=1M 0 0\n")
+    monkeypatch.setattr(steps_mod, "mountinfo", lambda: [{"mount_point": "/srv/a", "mount_id": 42, "source": "tmpfs",
+                                                        "fstype": "tmpfs"}])
+    ex = PersistRecorder(boot="boot-2")
+    report = ex_mod.recover(ex, journal)
+    assert report[0]["way"] == "back"
+    tools = [call for call in ex.calls if call.startswith(("systemctl stop", "systemctl start", "umount"))]
+    assert tools == ["systemctl stop app.service", "umount /srv/a", "systemctl start app.service"]
+    assert open(paths.FSTAB).read() == FSTAB
