@@ -388,7 +388,7 @@ def test_a_kill_at_any_step_leaves_the_old_tree_or_the_new_one(setup, step):
 
 
 @pytest.mark.parametrize("sync_step,restore_step", [("committed", "apply:5"), ("apply:17", "apply:22"),
-                                                     ("apply:17", "applied"), ("apply:22", "recorded")])
+                                                    ("apply:17", "applied"), ("apply:22", "recorded")])
 def test_a_restore_killed_while_it_rolls_forward_is_finished_by_the_next_one(setup, sync_step, restore_step):
     """The power-cut test's cut 1 and 2: a sync killed after its commit point, then the restore that rolls it forward
     killed (its kill points are the roll-forward's), then a restore: the new tree, and current is that tree."""

@@ -446,7 +446,7 @@ def test_after_a_reboot_the_services_the_dead_run_stopped_are_stopped_again_befo
     with open(paths.FSTAB, "a") as handle:
         handle.write("tmpfs /srv/a tmpfs size=1M 0 0\n")
     monkeypatch.setattr(steps_mod, "mountinfo", lambda: [{"mount_point": "/srv/a", "mount_id": 42, "source": "tmpfs",
-                                                        "fstype": "tmpfs"}])
+                                                          "fstype": "tmpfs"}])
     ex = PersistRecorder(boot="boot-2")
     report = ex_mod.recover(ex, journal)
     assert report[0]["way"] == "back"
