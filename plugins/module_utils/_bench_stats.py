@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _bench
+
 CONFIDENCE = 0.95
 MIN_RUNS = 5
 MAX_RUNS = 15
@@ -132,26 +134,12 @@ def cov(values):
 
 
 def median_interval(values, confidence=CONFIDENCE):
-    """(low, high, coverage): the order-statistic interval of the median of VALUES, the k-th lowest to the k-th
-    highest with k as large as keeps the coverage at CONFIDENCE or above, and that coverage exactly. Where no
-    pair reaches CONFIDENCE (5 values or fewer) it is the lowest to the highest, with its own, lower coverage."""
-    ordered = sorted(float(value) for value in values)
-    count = len(ordered)
-    if not count:
+    """(low, high, coverage): _bench.median_interval() of VALUES and how often such an interval holds the true
+    median, exactly (below 6 values, under 95%)."""
+    low, high = _bench.median_interval(values, confidence)
+    if low is None:
         return None, None, None
-    # below[j]: the chance that at most j of COUNT values fall below the median.
-    below, term, total = [], 1.0, 0.0
-    for j in range(count // 2 + 1):
-        total += term
-        below.append(total / 2.0 ** count)
-        term = term * (count - j) / (j + 1)
-    k, coverage = 1, 1 - 2 * (below[0] if count > 1 else 0.5)
-    while k + 1 <= count // 2 and 1 - 2 * below[k] >= confidence:
-        coverage = 1 - 2 * below[k]
-        k += 1
-    if count == 1:
-        coverage = 0.0
-    return ordered[k - 1], ordered[count - k], coverage
+    return low, high, _bench.median_rank(len(values), confidence)[1]
 
 
 def _median(ordered):
