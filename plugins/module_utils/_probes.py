@@ -20,6 +20,7 @@ import json
 import re
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _bench
+from ansible_collections.ramdisk.provision.plugins.module_utils import _bench_stats
 
 MIB = 1024 * 1024
 
@@ -252,8 +253,8 @@ def parse(item, text):
     figures = entry["parse"](text)
     out = []
     for figure in figures:
-        out.append(dict(figure, tool=entry["tool"], test=entry["test"], label=item["label"], mode=item["mode"],
-                        round=item["round"], warmup=item["warmup"]))
+        out.append(dict(figure, probe=entry["id"], tool=entry["tool"], test=entry["test"], label=item["label"],
+                        mode=item["mode"], round=item["round"], warmup=item["warmup"]))
     return out
 
 
@@ -330,7 +331,7 @@ def plan(targets, profile, host="localhost", tests=("dd", "fio", "metadata"), fi
                       " needs a list of arguments and an unprivileged user. Give both, such as [make, \"-j{cores}\"]"
                       " and nobody." % (host, json.dumps(compile_command), compile_user))
     # The profile's runs are raised to the least the decision rule needs; a benchmark_runs below it is an error.
-    measured = int(runs) if runs else max(int(profile.get("runs") or 0), _MIN_RUNS)
+    measured = int(runs) if runs else max(int(profile.get("runs") or 0), _bench_stats.MIN_RUNS)
     if measured < _MIN_RUNS:
         errors.append("Host %s: benchmark_runs is %d: with fewer than %d runs a side a comparison at 95%% is at best"
                       " the lowest to the highest difference (4 runs) or unbounded (3 or fewer), and the stopping rule"
@@ -352,7 +353,7 @@ def plan(targets, profile, host="localhost", tests=("dd", "fio", "metadata"), fi
     return {"items": items, "errors": [], "size_bytes": size}
 
 
-_MIN_RUNS = 5
+_MIN_RUNS = _bench_stats.MIN_RUNS
 
 
 def _round_items(host, runs_of, targets, profile, round_number, size, cores, dir_name, random_file, raw_dir,
@@ -394,3 +395,51 @@ def comparisons(items):
     for item in items:
         kinds.setdefault((item["probe"], item["mode"]), set()).add(item["kind"])
     return sorted(key for key, seen in kinds.items() if seen >= {"ram", "disk"})
+
+
+def settle(items, figures, targets, profile, **options):
+    """The settle step: {"items": the next rounds to run, "status": the stopping rule per figure}. ITEMS are the
+    plan's items run so far, FIGURES what parse() made of them (warm-ups left out here). Per comparison (probe and
+    mode) and judged figure, each target's runs go through _bench_stats.stop(); where any target of a comparison
+    needs more runs, every target of it runs them, so both sides keep taking turns. No items: every figure is
+    steady or at the cap (the status says which)."""
+    base = plan(targets, profile, **options)
+    if base["errors"]:
+        return {"items": [], "status": [], "errors": base["errors"]}
+    by_label = dict((target["label"], target) for target in targets)
+    groups, last = {}, {}
+    for one in items:
+        key = (one["probe"], one["mode"])
+        groups.setdefault(key, [])
+        if one["label"] not in groups[key]:
+            groups[key].append(one["label"])
+        last[key] = max(last.get(key, 0), one["round"])
+    status, wanted = [], {}
+    for (probe_id, mode), labels in sorted(groups.items()):
+        for judged in probe(probe_id)["figures"]:
+            for label in labels:
+                values = [figure[judged["metric"]] for figure in figures
+                          if (figure["probe"], figure["mode"], figure["label"], figure["op"])
+                          == (probe_id, mode, label, judged["op"]) and not figure["warmup"]
+                          and figure.get(judged["metric"]) is not None]
+                rule = _bench_stats.stop(values)
+                status.append(dict(rule, probe=probe_id, mode=mode, label=label, op=judged["op"],
+                                   metric=judged["metric"]))
+                wanted[(probe_id, mode)] = max(wanted.get((probe_id, mode), 0), rule["more"])
+    new = []
+    top = max([last[key] + wanted[key] for key in wanted if wanted[key]] or [0])
+    for round_number in range(1, top + 1):
+        for key in sorted(wanted, key=lambda pair: (PROBE_IDS.index(pair[0]), pair[1])):
+            if not last[key] < round_number <= last[key] + wanted[key]:
+                continue
+            runs_of = [(probe(key[0]), key[1], [by_label[label] for label in groups[key]])]
+            new.extend(_round_items(options.get("host", "localhost"), runs_of, targets, profile, round_number,
+                                    base["size_bytes"], options.get("cores", 1),
+                                    options.get("dir_name", "ramdisk-bench"),
+                                    options.get("random_file", ""), options.get("raw_dir", ""),
+                                    options.get("mem_total"), options.get("pg_bin", ""),
+                                    options.get("compile_command", ()), options.get("compile_user", "")))
+    # Round by round, the targets taking turns, as in the plan.
+    order = dict((target["label"], place) for place, target in enumerate(targets))
+    new.sort(key=lambda one: (one["round"], order[one["label"]]))
+    return {"items": new, "status": status, "errors": []}

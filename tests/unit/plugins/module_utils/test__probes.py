@@ -304,3 +304,53 @@ def test_no_ram_target_is_an_error():
 def test_compile_needs_a_command_list_and_a_user():
     errors = make_plan(tests=("compile",), compile_command="make -j4", compile_user="nobody")["errors"]
     assert errors and errors[0].startswith('Host h: benchmark_compile_command is "make -j4"')
+
+
+# --- the settle step ------------------------------------------------------------------------------
+
+def figures_of(plan, values):
+    """Figures for every dd write_fdatasync item of PLAN: VALUES[label] is the list of bw_bytes by round (1 on)."""
+    out = []
+    for one in plan["items"]:
+        if one["probe"] != "write_fdatasync":
+            continue
+        value = 1.0 if one["warmup"] else values[one["label"]][one["round"] - 1]
+        out.append({"probe": one["probe"], "mode": one["mode"], "label": one["label"], "op": "write",
+                    "bw_bytes": value, "warmup": one["warmup"]})
+    return out
+
+
+def test_settle_adds_a_round_to_both_sides_where_one_is_unsteady_and_stops_at_the_cap():
+    options = {"host": "h", "random_file": RANDOM, "raw_dir": RAW, "cores": 2, "dir_name": "rb", "tests": ("dd",)}
+    plan = probes.plan([RAM, DISK], PROFILE, **options)
+    items = [one for one in plan["items"] if one["probe"] == "write_fdatasync"]
+    steady = [100.0, 101.0, 99.0, 100.0, 100.0]
+    noisy = [100.0, 130.0, 70.0, 120.0, 80.0]
+    out = probes.settle(items, figures_of({"items": items}, {"ram": steady, "disk": noisy}), [RAM, DISK], PROFILE,
+                        **options)
+    assert [(one["label"], one["probe"], one["round"]) for one in out["items"]] == [
+        ("ram", "write_fdatasync", 6), ("disk", "write_fdatasync", 6)]
+    assert out["items"][0]["raw"] == RAW + "/write_fdatasync-ram-sync-6.out"
+    by_label = dict((rule["label"], rule) for rule in out["status"])
+    assert by_label["ram"]["reason"] == "steady" and by_label["disk"]["reason"] == "needs-runs"
+    # Both steady: nothing more.
+    done = probes.settle(items, figures_of({"items": items}, {"ram": steady, "disk": steady}), [RAM, DISK], PROFILE,
+                         **options)
+    assert done["items"] == [] and {rule["reason"] for rule in done["status"]} == {"steady"}
+    # At 15 runs the cap ends it, and the status says so.
+    plan = probes.plan([RAM, DISK], PROFILE, runs=15, **options)
+    items = [one for one in plan["items"] if one["probe"] == "write_fdatasync"]
+    capped = probes.settle(items, figures_of({"items": items}, {"ram": steady * 3, "disk": noisy * 3}), [RAM, DISK],
+                           PROFILE, runs=15, **options)
+    assert capped["items"] == []
+    assert [rule["reason"] for rule in capped["status"] if rule["label"] == "disk"] == ["cap"]
+
+
+def test_settle_runs_the_first_five_when_fewer_were_measured():
+    options = {"host": "h", "random_file": RANDOM, "raw_dir": RAW, "cores": 2, "dir_name": "rb", "tests": ("dd",)}
+    items = [one for one in probes.plan([RAM, DISK], PROFILE, **options)["items"]
+             if one["probe"] == "write_fdatasync" and one["round"] <= 2]
+    out = probes.settle(items, figures_of({"items": items}, {"ram": [1.0, 1.0], "disk": [1.0, 1.0]}), [RAM, DISK],
+                        PROFILE, **options)
+    assert [(one["label"], one["round"]) for one in out["items"]] == [
+        ("ram", 3), ("disk", 3), ("ram", 4), ("disk", 4), ("ram", 5), ("disk", 5)]
