@@ -74,7 +74,7 @@ def _logs(values, what):
     out = []
     for value in values:
         value = float(value)
-        if not value > 0 or math.isinf(value):
+        if math.isnan(value) or value <= 0 or math.isinf(value):
             raise ValueError("%s holds %r: a ratio needs figures above 0" % (what, value))
         out.append(math.log(value))
     if not out:

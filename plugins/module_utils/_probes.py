@@ -235,8 +235,8 @@ PROBES = (
     _probe("build", "compile", "build", [("build", "iops", "builds/s", True)], CACHED, _compile_command,
            _compile_parser, "compile"),
 )
-PROBE_IDS = tuple(probe["id"] for probe in PROBES)
-FIO_JOBS = tuple(probe["id"] for probe in PROBES if probe["tool"] == "fio" and probe["group"] == "fio")
+PROBE_IDS = tuple(entry["id"] for entry in PROBES)
+FIO_JOBS = tuple(entry["id"] for entry in PROBES if entry["tool"] == "fio" and entry["group"] == "fio")
 TESTS = ("dd", "fio", "metadata", "pgbench", "compile")
 
 
@@ -392,8 +392,8 @@ def _note(target, mode, size, mem_total):
 def comparisons(items):
     """[(probe, mode)]: one comparison per job and mode, RAM against disk, where both sides run it."""
     kinds = {}
-    for item in items:
-        kinds.setdefault((item["probe"], item["mode"]), set()).add(item["kind"])
+    for one in items:
+        kinds.setdefault((one["probe"], one["mode"]), set()).add(one["kind"])
     return sorted(key for key, seen in kinds.items() if seen >= {"ram", "disk"})
 
 

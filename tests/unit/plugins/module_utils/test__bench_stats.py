@@ -89,9 +89,9 @@ def test_a_a_two_samples_of_one_distribution_are_called_clear_at_most_5_percent(
     total = 0
     for runs in (5, 8, 15):
         clear = 0
-        for _ in range(1000):
-            first = [draw.lognormvariate(math.log(500.0), 0.1) for _ in range(runs)]
-            second = [draw.lognormvariate(math.log(500.0), 0.1) for _ in range(runs)]
+        for _turn in range(1000):
+            first = [draw.lognormvariate(math.log(500.0), 0.1) for _run in range(runs)]
+            second = [draw.lognormvariate(math.log(500.0), 0.1) for _run in range(runs)]
             if stats.compare(first, second)["verdict"] != stats.UNCLEAR:
                 clear += 1
         assert clear <= 50 + 3 * math.sqrt(1000 * 0.05 * 0.95)
@@ -102,9 +102,9 @@ def test_a_a_two_samples_of_one_distribution_are_called_clear_at_most_5_percent(
 def test_a_real_difference_of_20_percent_is_found_at_15_runs():
     draw = random.Random(7)
     found = 0
-    for _ in range(200):
-        first = [draw.lognormvariate(math.log(600.0), 0.1) for _ in range(15)]
-        second = [draw.lognormvariate(math.log(500.0), 0.1) for _ in range(15)]
+    for _turn in range(200):
+        first = [draw.lognormvariate(math.log(600.0), 0.1) for _run in range(15)]
+        second = [draw.lognormvariate(math.log(500.0), 0.1) for _run in range(15)]
         found += stats.compare(first, second)["verdict"] == stats.AHEAD
     assert found >= 180
 
@@ -170,3 +170,8 @@ def test_stop_at_the_limit_is_steady():
 def test_stop_refuses_a_rule_that_cannot_stop():
     with pytest.raises(ValueError):
         stats.stop([1.0], min_runs=5, max_runs=4)
+
+
+def test_a_figure_that_is_not_a_number_is_refused():
+    with pytest.raises(ValueError, match="above 0"):
+        stats.compare([float("nan"), 1, 2, 3, 4], [1, 2, 3, 4, 5])

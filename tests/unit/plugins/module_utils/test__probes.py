@@ -50,7 +50,7 @@ def fio_options(argv):
     """{option: value} of a fio argv, without the output options."""
     out = {}
     for arg in argv[1:]:
-        key, _, value = arg[2:].partition("=")
+        key, _sep, value = arg[2:].partition("=")
         if key not in ("output-format", "output"):
             out[key] = value
     return out
