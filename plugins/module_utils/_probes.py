@@ -443,3 +443,37 @@ def settle(items, figures, targets, profile, **options):
     order = dict((target["label"], place) for place, target in enumerate(targets))
     new.sort(key=lambda one: (one["round"], order[one["label"]]))
     return {"items": new, "status": status, "errors": []}
+
+
+def judge(items, figures, row_labels=None):
+    """One comparison per job, mode and RAM-disk pair: [{probe, mode, op, metric, unit, ram, disk, ram_figure,
+    disk_figure (_bench_stats.summary()), comparison (_bench_stats.compare(), RAM over disk), counted}]. ITEMS say
+    which label is RAM and which disk; FIGURES are parse()'s, warm-ups left out. ROW_LABELS, {(label, probe, mode):
+    label} from _bench_counters.row_label(), mark disk rows served by a cache: such a comparison is shown but not
+    counted as RAM against disk (``counted`` False, ``why`` says so)."""
+    row_labels = row_labels or {}
+    kinds = dict((one["label"], one["kind"]) for one in items)
+    out = []
+    for probe_id, mode in comparisons(items):
+        for judged in probe(probe_id)["figures"]:
+            values = {}
+            for figure in figures:
+                if ((figure["probe"], figure["mode"], figure["op"]) == (probe_id, mode, judged["op"])
+                        and not figure["warmup"] and figure.get(judged["metric"]) is not None):
+                    values.setdefault(figure["label"], []).append(figure[judged["metric"]])
+            rams = [label for label in values if kinds.get(label) == "ram"]
+            disks = [label for label in values if kinds.get(label) == "disk"]
+            for ram in rams:
+                for disk in disks:
+                    label = row_labels.get((disk, probe_id, mode), "")
+                    row = {"probe": probe_id, "mode": mode, "op": judged["op"], "metric": judged["metric"],
+                           "unit": judged["unit"], "ram": ram, "disk": disk, "disk_label": label,
+                           "ram_figure": _bench_stats.summary(values[ram]),
+                           "disk_figure": _bench_stats.summary(values[disk]),
+                           "comparison": _bench_stats.compare(values[ram], values[disk], judged["higher_is_better"]),
+                           "counted": label != "cache", "why": ""}
+                    if label == "cache":
+                        row["why"] = ("under 10% of what the disk row issued reached the device: a cache was"
+                                      " measured, not the disk")
+                    out.append(row)
+    return out

@@ -354,3 +354,24 @@ def test_settle_runs_the_first_five_when_fewer_were_measured():
                         PROFILE, **options)
     assert [(one["label"], one["round"]) for one in out["items"]] == [
         ("ram", 3), ("disk", 3), ("ram", 4), ("disk", 4), ("ram", 5), ("disk", 5)]
+
+
+def test_judge_one_comparison_per_job_and_a_cache_row_is_not_counted():
+    options = {"host": "h", "random_file": RANDOM, "raw_dir": RAW, "cores": 2, "dir_name": "rb", "tests": ("fio",)}
+    items = probes.plan([RAM, DISK], PROFILE, **options)["items"]
+    figures = []
+    for one in items:
+        if one["probe"] != "randrw":
+            continue
+        value = 50000.0 if one["kind"] == "ram" else 5000.0
+        for op in ("read", "write"):
+            figures.append({"probe": "randrw", "mode": one["mode"], "label": one["label"], "op": op,
+                            "iops": value + one["round"], "warmup": one["warmup"]})
+    rows = probes.judge(items, figures)
+    # randrw's reads only, and only the buffered pair: the direct disk item has no RAM side.
+    assert [(row["probe"], row["mode"], row["op"]) for row in rows] == [("randrw", "buffered", "read")]
+    row = rows[0]
+    assert row["comparison"]["verdict"] == "ahead" and row["counted"]
+    assert row["ram_figure"]["n"] == 5 and row["ram_figure"]["coverage"] == pytest.approx(0.9375)
+    cached = probes.judge(items, figures, {("disk", "randrw", "buffered"): "cache"})[0]
+    assert not cached["counted"] and "cache" in cached["why"]
