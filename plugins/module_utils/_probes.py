@@ -43,8 +43,13 @@ POLICY_WHY = {
             "the disk",
 }
 
+PUBLISHED = "published"  # a seed write-up's own command, caches as it had them
+
+POLICY_WHY[PUBLISHED] = ("the write-up's own command, as it ran it, to compare with its published figures; caches "
+                         "are as it had them, and the device counters label each disk row")
+
 # Units of the judged metrics.
-UNITS = {"bw_bytes": "B/s", "iops": "ops/s", "clat_ns_mean": "ns"}
+UNITS = {"bw_bytes": "B/s", "iops": "ops/s", "clat_ns_mean": "ns", "clat_ns_p99": "ns", "lat_ns_max": "ns"}
 
 PLAIN_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -55,6 +60,18 @@ PROFILE_KEYS = {
     "metadata": ("meta_dirs", "meta_files_per_dir", "meta_file_bytes", "meta_seconds"),
     "pgbench": ("pgbench_scale", "pgbench_seconds"),
     "compile": (),
+    "seeds": ("small_files", "fio_runtime", "bonnie_files", "bonnie_max_bytes", "bonnie_dirs", "pg_seconds",
+              "dd_repeats"),
+}
+SEEDS = ("tmp_dd", "bonnie", "fio_dbtest", "pg_test_fsync", "dd_64k")
+# The tool each seed needs (seed_tools, from the host's tool probe), and why it is skipped without it.
+# seed_tools: {"bonnie": its path, "pg_test_fsync": its path, "user": benchmark_seed_user when it exists}.
+SEED_TOOLS = {
+    "bonnie": ("bonnie", "bonnie++ is not installed on this host (Debian package bonnie++), so the tmpfs vs ext3"
+                         " write-up could not be rerun here."),
+    "pg_test_fsync": ("pg_test_fsync", "PostgreSQL is not installed on this host (pg_test_fsync comes with the server"
+                                       " package, postgresql-15 on Debian 12), so the PostgreSQL write-up could not"
+                                       " be rerun here."),
 }
 
 # Options every fio probe shares, after the runtime: time-based runs, files removed by fio itself, one summary per
@@ -235,6 +252,124 @@ PROBES = (
     _probe("build", "compile", "build", [("build", "iops", "builds/s", True)], CACHED, _compile_command,
            _compile_parser, "compile"),
 )
+# --- the seeds' experiments -----------------------------------------------------------------------
+
+def seed_scale(size_bytes, spec, runs, user="nobody"):
+    """The seeds' experiments scaled to a target: SIZE_BYTES its test size (the seeds profile's size_bytes at most),
+    SPEC the seeds profile (with benchmark_seeds_scale), RUNS the rounds."""
+    size = int(size_bytes)
+    max_bytes = int(spec["bonnie_max_bytes"])
+    # bonnie++ -n: fewer files first, then smaller ones, so that files of half the largest size on average fit.
+    bonnie_files = min(int(spec["bonnie_files"]), size // (1024 * (max_bytes // 2)))
+    if bonnie_files < 1:
+        max_bytes = min(max_bytes, size * 2 // 1024)
+        bonnie_files = 1
+    return {"block_bytes": size, "files": max(min(int(spec["small_files"]), size // 4096 // int(runs)), 1),
+            "fio_job_bytes": max(size // 4 // MIB, 1) * MIB, "fio_runtime": int(spec["fio_runtime"]),
+            "bonnie_files": bonnie_files, "bonnie_max_bytes": max_bytes, "bonnie_dirs": int(spec["bonnie_dirs"]),
+            "bonnie_user": user, "pg_seconds": int(spec["pg_seconds"]), "dd_count": min(1024, size // 65536),
+            "dd_repeats": int(spec["dd_repeats"])}
+
+
+def _seed_block(flag=None, read=False):
+    def command(ctx):
+        scale, block = ctx["seed"], "bs=%d" % ctx["seed"]["block_bytes"]
+        if read:
+            return {"argv": ["dd", "if=%s/block.bin" % ctx["dir"], "of=/dev/null", block],
+                    "seed_entry": {"kind": "dd_block", "block_size": scale["block_bytes"]}}
+        argv = ["dd", "if=" + ctx["random"], "of=%s/block.bin" % ctx["dir"], block, "count=1", "iflag=fullblock"]
+        return {"argv": argv + ([flag] if flag else []), "warm": [ctx["random"]],
+                "seed_entry": {"kind": "dd_block", "block_size": scale["block_bytes"]}}
+    return command
+
+
+def _seed_files(ctx):
+    files, folder = ctx["seed"]["files"], "%s/files-%d" % (ctx["dir"], ctx["round"])
+    return {"argv": ["xargs", "-I", "{}", "dd", "if=" + ctx["random"], "of=%s/f{}" % folder, "bs=1k", "count=1",
+                     "skip={}", "oflag=dsync", "status=none"],
+            "stdin": "\n".join(str(number) for number in range(files)), "mkdir": [{"path": folder, "mode": "0700"}],
+            "seed_entry": {"kind": "dd_files", "files": files}}
+
+
+def _seed_bonnie(ctx):
+    scale = ctx["seed"]
+    return {"argv": [ctx["seed_tools"].get("bonnie", ""), "-f", "-s", "0", "-n",
+                     "%d:%d:0:%d" % (scale["bonnie_files"], scale["bonnie_max_bytes"], scale["bonnie_dirs"]),
+                     "-d", ctx["dir"] + "/bonnie", "-u", scale["bonnie_user"]],
+            "mkdir": [{"path": ctx["dir"] + "/bonnie", "mode": "0700", "owner": scale["bonnie_user"]}],
+            "seed_entry": {"kind": "bonnie"}}
+
+
+def _seed_dbtest(ctx):
+    scale = ctx["seed"]
+    job = [("ioengine", "libaio"), ("rw", "randrw"), ("bs", "4k"), ("iodepth", 64), ("numjobs", 4),
+           ("time_based", 1), ("group_reporting", 1), ("runtime", scale["fio_runtime"]),
+           ("size", scale["fio_job_bytes"]), ("unlink", 1)]
+    return {"argv": _bench.fio_argv("dbtest", job, ctx["dir"], ctx["raw"]), "output": "file"}
+
+
+def _seed_pg_test_fsync(ctx):
+    return {"argv": [ctx["seed_tools"].get("pg_test_fsync", ""), "-f", ctx["dir"] + "/pg_test_fsync.out", "-s",
+                     "%d" % ctx["seed"]["pg_seconds"]], "seed_entry": {"kind": "pg_test_fsync"}}
+
+
+def _seed_64k(read=False):
+    def command(ctx):
+        scale = ctx["seed"]
+        target = "%s/dd64k.bin" % ctx["dir"]
+        argv = (["dd", "if=" + target, "of=/dev/null"] if read else ["dd", "if=" + ctx["random"], "of=" + target])
+        argv += ["bs=64k", "count=%d" % scale["dd_count"]] + ([] if read else ["conv=fdatasync"])
+        out = {"argv": ["xargs", "-I", "{}"] + argv,
+               "stdin": "\n".join(str(number) for number in range(scale["dd_repeats"])),
+               "seed_entry": {"kind": "dd_repeat"}}
+        if not read:
+            out["warm"] = [ctx["random"]]
+        return out
+    return command
+
+
+def _seed_parser(test, op=None):
+    def parse(text, item=None, run=None):
+        entry = dict((item or {}).get("seed_entry") or {}, test=test, op=op)
+        if entry.get("kind") == "dd_files":
+            entry["wall_seconds"] = (run or {}).get("seconds", 0)
+        return _bench.seed_figures(entry, text)
+    return parse
+
+
+def _dbtest_parser(text, item=None, run=None):
+    del item, run
+    figures = _bench.fio_figures(_bench.parse_fio_json(text), "dbtest")
+    return figures + _bench.dbtest_total(figures)
+
+
+def _seed_figures(tool, test):
+    return [(row[2], row[3], UNITS.get(row[3], ""), row[4]) for row in _bench.SEED_METRICS if row[:2] == (tool, test)]
+
+
+# (seed, entry id, tool, test, command, parser): each write-up's experiment, as it ran it.
+SEED_PROBES = tuple(
+    _probe(probe_id, tool, test, _seed_figures(tool, test), PUBLISHED, command, parser, "seed:" + seed)
+    for seed, probe_id, tool, test, command, parser in (
+        ("tmp_dd", "seed_block_write", "dd", "seed_block_write", _seed_block(), _seed_parser("seed_block_write",
+                                                                                              "write")),
+        ("tmp_dd", "seed_block_write_dsync", "dd", "seed_block_write_dsync", _seed_block("oflag=dsync"),
+         _seed_parser("seed_block_write_dsync", "write")),
+        ("tmp_dd", "seed_block_read", "dd", "seed_block_read", _seed_block(read=True),
+         _seed_parser("seed_block_read", "read")),
+        ("tmp_dd", "seed_files_dsync", "dd", "seed_files_dsync", _seed_files, _seed_parser("seed_files_dsync",
+                                                                                          "write")),
+        ("bonnie", "bonnie", "bonnie++", "files", _seed_bonnie, _seed_parser("files")),
+        ("fio_dbtest", "dbtest", "fio", "dbtest", _seed_dbtest, _dbtest_parser),
+        ("pg_test_fsync", "pg_test_fsync", "pg_test_fsync", "one_8k_write", _seed_pg_test_fsync,
+         _seed_parser("one_8k_write")),
+        ("dd_64k", "seed_64k_write", "dd", "seed_64k_write", _seed_64k(), _seed_parser("seed_64k_write", "write")),
+        ("dd_64k", "seed_64k_read", "dd", "seed_64k_read", _seed_64k(read=True), _seed_parser("seed_64k_read",
+                                                                                              "read")),
+    ))
+for _seed_entry in SEED_PROBES:
+    _seed_entry["parse_context"] = True
+PROBES = PROBES + SEED_PROBES
 PROBE_IDS = tuple(entry["id"] for entry in PROBES)
 FIO_JOBS = tuple(entry["id"] for entry in PROBES if entry["tool"] == "fio" and entry["group"] == "fio")
 TESTS = ("dd", "fio", "metadata", "pgbench", "compile")
@@ -247,10 +382,11 @@ def probe(probe_id):
     raise KeyError(probe_id)
 
 
-def parse(item, text):
-    """The figures of one item's raw output, each with the item's labels."""
+def parse(item, text, run=None):
+    """The figures of one item's raw output, each with the item's labels; RUN is what the runner measured (the
+    seconds of the whole command, which the seeds' many small files are counted by)."""
     entry = probe(item["probe"])
-    figures = entry["parse"](text)
+    figures = entry["parse"](text, item, run) if entry.get("parse_context") else entry["parse"](text)
     out = []
     for figure in figures:
         out.append(dict(figure, probe=entry["id"], tool=entry["tool"], test=entry["test"], label=item["label"],
@@ -299,13 +435,15 @@ def _target_errors(host, targets, mem_available):
 
 def plan(targets, profile, host="localhost", tests=("dd", "fio", "metadata"), fio_jobs=FIO_JOBS, runs=0, cores=1,
          dir_name="ramdisk-bench", random_file="", raw_dir="", mem_total=None, mem_available=None,
-         pg_bin="", compile_command=(), compile_user=""):
-    """{"items": [...], "errors": [...], "size_bytes": ...}: every item of the run, in the order it runs (round by
-    round, the targets taking turns, round 0 the warm-up), or, when anything is wrong, no items and every error.
+         pg_bin="", compile_command=(), compile_user="", seeds=(), seed_tools=None):
+    """{"items", "errors", "size_bytes", "skipped" ({seed: why}), "context"}: every item of the run, in the order it
+    runs (round by round, the targets taking turns, round 0 the warm-up), or, when anything is wrong, no items and
+    every error.
 
     TARGETS: [{label, path, kind (ram or disk), file_size_bytes, direct_ok}]; PROFILE: the profile's figures
     (vars/main.yml), with benchmark_scale applied. RUNS: measured rounds, 0 for the profile's (at least 5, where the
-    stopping rule starts; the settle step adds rounds up to its cap)."""
+    stopping rule starts; the settle step adds rounds up to its cap). SEEDS: the write-ups' experiments to run
+    (benchmark_seeds, the seeds profile), SEED_TOOLS the host's {bonnie, pg_test_fsync, user}."""
     targets = list(targets)
     errors = _target_errors(host, targets, mem_available)
     for test in tests:
@@ -318,6 +456,22 @@ def plan(targets, profile, host="localhost", tests=("dd", "fio", "metadata"), fi
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 errors.append("Host %s: the profile's %s is %r; test %s needs a whole number of at least 1. Fix it in"
                               " benchmark_scale (or benchmark_seeds_scale)." % (host, key, value, test))
+    seed_tools = dict(seed_tools or {})
+    for seed in seeds:
+        if seed not in SEEDS:
+            errors.append("Host %s: benchmark_seeds holds %r, which is no seed. Use %s."
+                          % (host, seed, ", ".join(SEEDS)))
+    if seeds:
+        for key in PROFILE_KEYS["seeds"]:
+            value = profile.get(key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                errors.append("Host %s: the seeds profile's %s is %r; it needs a whole number of at least 1. Fix it in"
+                              " benchmark_seeds_scale." % (host, key, value))
+    skipped = dict((seed, SEED_TOOLS[seed][1]) for seed in seeds if seed in SEED_TOOLS
+                   and not seed_tools.get(SEED_TOOLS[seed][0]))
+    if "bonnie" in seeds and "bonnie" not in skipped and not seed_tools.get("user"):
+        skipped["bonnie"] = ("benchmark_seed_user does not exist on this host; bonnie++ runs as root only with -u and a"
+                             " user. Give an existing unprivileged user.")
     if "fio" in tests:
         for job in fio_jobs:
             if job not in FIO_JOBS:
@@ -338,26 +492,30 @@ def plan(targets, profile, host="localhost", tests=("dd", "fio", "metadata"), fi
                       " starts at %d. Set %d or more, or 0 for the profile's."
                       % (host, measured, _MIN_RUNS, _MIN_RUNS, _MIN_RUNS))
     if errors:
-        return {"items": [], "errors": errors, "size_bytes": 0}
+        return {"items": [], "errors": errors, "size_bytes": 0, "skipped": skipped}
 
     # One size for every target of the run, so RAM and disk write the same amount.
     size = min(int(target["file_size_bytes"]) for target in targets)
     size -= size % MIB
-    entries = [entry for entry in PROBES if entry["group"] in tests
-               and (entry["group"] != "fio" or entry["id"] in fio_jobs)]
+    entries = [entry for entry in PROBES if (entry["group"] in tests and (entry["group"] != "fio"
+                                                                          or entry["id"] in fio_jobs))
+               or (entry["group"][5:] in seeds and entry["group"][5:] not in skipped)]
+    context = {"seed": seed_scale(size, profile, measured, seed_tools.get("user") or "nobody") if seeds else {},
+               "seed_tools": seed_tools}
     runs_of = [(entry, mode, group) for entry in entries for mode, group in _modes(entry, targets)]
     items = []
     for round_number in range(0, measured + 1):
         items.extend(_round_items(host, runs_of, targets, profile, round_number, size, cores, dir_name, random_file,
-                                  raw_dir, mem_total, pg_bin, compile_command, compile_user))
-    return {"items": items, "errors": [], "size_bytes": size}
+                                  raw_dir, mem_total, pg_bin, compile_command, compile_user,
+                                  context))
+    return {"items": items, "errors": [], "size_bytes": size, "skipped": skipped, "context": context}
 
 
 _MIN_RUNS = _bench_stats.MIN_RUNS
 
 
 def _round_items(host, runs_of, targets, profile, round_number, size, cores, dir_name, random_file, raw_dir,
-                 mem_total, pg_bin, compile_command, compile_user):
+                 mem_total, pg_bin, compile_command, compile_user, extra=None):
     items = []
     for target in targets:
         for entry, mode, group in runs_of:
@@ -368,12 +526,13 @@ def _round_items(host, runs_of, targets, profile, round_number, size, cores, dir
                    "round": round_number, "pg_bin": pg_bin, "compile_command": list(compile_command),
                    "compile_user": compile_user,
                    "raw": "%s/%s-%s-%s-%d.out" % (raw_dir, entry["id"], target["label"], mode, round_number)}
+            ctx.update(extra or {})
             item = {"host": host, "label": target["label"], "path": target["path"], "kind": target["kind"],
                     "probe": entry["id"], "tool": entry["tool"], "test": entry["test"], "round": round_number,
                     "warmup": round_number == 0, "mode": mode, "policy": entry["policy"], "why": entry["why"],
                     "figures": entry["figures"], "raw": ctx["raw"], "before": [], "warm": []}
             item.update(entry["command"](ctx))
-            if entry["tool"] == "fio" and "program" not in item:
+            if entry["tool"] == "fio":
                 # fio writes its JSON+ to the raw file itself.
                 item["output"] = "file"
             item["note"] = _note(target, mode, size, mem_total)
@@ -438,7 +597,8 @@ def settle(items, figures, targets, profile, **options):
                                     options.get("dir_name", "ramdisk-bench"),
                                     options.get("random_file", ""), options.get("raw_dir", ""),
                                     options.get("mem_total"), options.get("pg_bin", ""),
-                                    options.get("compile_command", ()), options.get("compile_user", "")))
+                                    options.get("compile_command", ()), options.get("compile_user", ""),
+                                    base["context"]))
     # Round by round, the targets taking turns, as in the plan.
     order = dict((target["label"], place) for place, target in enumerate(targets))
     new.sort(key=lambda one: (one["round"], order[one["label"]]))

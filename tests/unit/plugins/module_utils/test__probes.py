@@ -12,6 +12,7 @@ import os
 import pytest
 import yaml
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _bench
 from ansible_collections.ramdisk.provision.plugins.module_utils import _probes as probes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,7 +67,7 @@ def test_every_probe_has_a_policy_with_why_a_parser_and_judged_figures():
         assert entry["figures"]
         for figure in entry["figures"]:
             assert set(figure) == {"op", "metric", "unit", "higher_is_better"}
-        assert entry["group"] in probes.TESTS
+        assert entry["group"] in probes.TESTS or entry["group"][5:] in probes.SEEDS
 
 
 def test_one_comparison_per_job_randrw_is_judged_once():
@@ -375,3 +376,101 @@ def test_judge_one_comparison_per_job_and_a_cache_row_is_not_counted():
     assert row["ram_figure"]["n"] == 5 and row["ram_figure"]["coverage"] == pytest.approx(0.9375)
     cached = probes.judge(items, figures, {("disk", "randrw", "buffered"): "cache"})[0]
     assert not cached["counted"] and "cache" in cached["why"]
+
+
+
+# --- the seeds ------------------------------------------------------------------------------------
+
+SEED_PROFILE = dict(PROFILE, small_files=2000, fio_runtime=30, bonnie_files=50, bonnie_max_bytes=250000,
+                    bonnie_dirs=1000, pg_seconds=5, dd_repeats=100)
+SEED_TOOLS = {"bonnie": "/usr/sbin/bonnie++", "pg_test_fsync": "/usr/lib/postgresql/15/bin/pg_test_fsync",
+              "user": "nobody"}
+
+
+def seed_plan(**kwargs):
+    options = {"tests": (), "seeds": probes.SEEDS, "seed_tools": SEED_TOOLS}
+    options.update(kwargs)
+    return make_plan(profile=SEED_PROFILE, **options)
+
+
+def test_seed_scale_fits_bonnie_and_the_small_files_into_the_size():
+    # 8 GiB in files of 125,000 bytes on average: 67 thousand-files would fit, so the write-up's 50.
+    large = probes.seed_scale(8 * 1024 * MIB, SEED_PROFILE, 5)
+    assert (large["bonnie_files"], large["bonnie_max_bytes"]) == (50, 250000)
+    assert large["files"] == 2000 and large["dd_count"] == 1024
+    # 8 MiB: not even a thousand such files; one thousand files of at most 16 KiB.
+    scale = probes.seed_scale(8 * MIB, SEED_PROFILE, 5)
+    assert (scale["bonnie_files"], scale["bonnie_max_bytes"]) == (1, 16384)
+    assert scale["files"] == 8 * MIB // 4096 // 5
+    assert scale["fio_job_bytes"] == 2 * MIB and scale["dd_count"] == 128
+
+
+def test_seed_commands_are_the_write_ups():
+    plan = seed_plan()
+    assert plan["errors"] == [] and plan["skipped"] == {}
+    dd_file = "/var/tmp/rb/disk/block.bin"
+    block = "bs=%d" % (8 * MIB)
+    got = dict((one["probe"], one) for one in plan["items"] if one["label"] == "disk" and one["round"] == 1)
+    assert got["seed_block_write"]["argv"] == ["dd", "if=" + RANDOM, "of=" + dd_file, block, "count=1",
+                                               "iflag=fullblock"]
+    assert got["seed_block_write_dsync"]["argv"][-1] == "oflag=dsync"
+    assert got["seed_block_read"]["argv"] == ["dd", "if=" + dd_file, "of=/dev/null", block]
+    files = got["seed_files_dsync"]
+    assert files["argv"][:4] == ["xargs", "-I", "{}", "dd"] and "of=/var/tmp/rb/disk/files-1/f{}" in files["argv"]
+    assert files["stdin"].split("\n")[-1] == str(8 * MIB // 4096 // 5 - 1)
+    assert files["mkdir"] == [{"path": "/var/tmp/rb/disk/files-1", "mode": "0700"}]
+    assert got["bonnie"]["argv"] == ["/usr/sbin/bonnie++", "-f", "-s", "0", "-n", "1:16384:0:1000", "-d",
+                                     "/var/tmp/rb/disk/bonnie", "-u", "nobody"]
+    assert got["dbtest"]["argv"][-10:] == ["--ioengine=libaio", "--rw=randrw", "--bs=4k", "--iodepth=64",
+                                           "--numjobs=4", "--time_based=1", "--group_reporting=1", "--runtime=30",
+                                           "--size=2097152", "--unlink=1"]
+    assert got["pg_test_fsync"]["argv"] == ["/usr/lib/postgresql/15/bin/pg_test_fsync", "-f",
+                                            "/var/tmp/rb/disk/pg_test_fsync.out", "-s", "5"]
+    assert got["seed_64k_write"]["argv"][-3:] == ["bs=64k", "count=128", "conv=fdatasync"]
+    assert got["seed_64k_read"]["stdin"].count("\n") == 99
+    assert {one["policy"] for one in plan["items"]} == {probes.PUBLISHED}
+
+
+def test_a_seed_without_its_tool_is_skipped_with_why_and_an_unknown_seed_is_an_error():
+    plan = seed_plan(seed_tools={"user": ""})
+    assert sorted(plan["skipped"]) == ["bonnie", "pg_test_fsync"]
+    assert plan["skipped"]["bonnie"].startswith("bonnie++ is not installed on this host")
+    assert {one["probe"] for one in plan["items"]} & {"bonnie", "pg_test_fsync"} == set()
+    assert seed_plan(seed_tools={"bonnie": "/usr/sbin/bonnie++"})["skipped"]["bonnie"].startswith(
+        "benchmark_seed_user does not exist")
+    errors = seed_plan(seeds=("tmp_dd", "bonnnie"))["errors"]
+    assert errors == ["Host h: benchmark_seeds holds 'bonnnie', which is no seed. Use tmp_dd, bonnie, fio_dbtest,"
+                      " pg_test_fsync, dd_64k."]
+
+
+@pytest.mark.parametrize("section, probe, op, metric", [
+    ("ram files 1", "bonnie", "create_seq", "lat_ns_max"),
+    ("disk files 1", "bonnie", "delete_seq", "iops"),
+    ("ram pg_test_fsync 1", "pg_test_fsync", "fdatasync", "iops"),
+    ("ram seed_64k_write 1", "seed_64k_write", "write", "bw_bytes"),
+    ("ram seed_64k_read 1", "seed_64k_read", "read", "bw_bytes"),
+    ("ram seed_block_write 1", "seed_block_write", "write", "bw_bytes"),
+    ("ram seed_block_read 1", "seed_block_read", "read", "bw_bytes"),
+])
+def test_seed_parsers_on_the_lab_run(section, probe, op, metric):
+    with open(os.path.join(ROOT, "tests", "unit", "fixtures", "run-seeds", "lab-debian12", "seeds.txt"),
+              encoding="utf-8") as handle:
+        text = _bench.dd_sections(handle.read())[section]
+    one = dict(item(seed_plan(), section.split()[0], probe, probes.PUBLISHED, 1), warmup=False)
+    figures = [figure for figure in probes.parse(one, text) if figure["op"] == op]
+    assert figures and figures[0][metric] > 0
+
+
+def test_seed_files_are_counted_per_second_of_the_whole_loop():
+    one = item(seed_plan(), "ram", "seed_files_dsync", probes.PUBLISHED, 1)
+    figure = probes.parse(one, "", {"seconds": 2.0})[0]
+    assert figure["iops"] == pytest.approx((8 * MIB // 4096 // 5) / 2.0)
+
+
+def test_dbtest_parser_adds_the_read_and_write_total():
+    with open(os.path.join(ROOT, "tests", "unit", "fixtures", "run-seeds", "lab-debian12", "seed-fio-dbtest-ram-1.json"),
+              encoding="utf-8") as handle:
+        text = handle.read()
+    one = item(seed_plan(), "ram", "dbtest", probes.PUBLISHED, 1)
+    ops = [figure["op"] for figure in probes.parse(one, text)]
+    assert ops == ["read", "write", "readwrite"]
