@@ -252,6 +252,8 @@ PROBES = (
     _probe("build", "compile", "build", [("build", "iops", "builds/s", True)], CACHED, _compile_command,
            _compile_parser, "compile"),
 )
+
+
 # --- the seeds' experiments -----------------------------------------------------------------------
 
 def seed_scale(size_bytes, spec, runs, user="nobody"):
@@ -351,21 +353,21 @@ def _seed_figures(tool, test):
 SEED_PROBES = tuple(
     _probe(probe_id, tool, test, _seed_figures(tool, test), PUBLISHED, command, parser, "seed:" + seed)
     for seed, probe_id, tool, test, command, parser in (
-        ("tmp_dd", "seed_block_write", "dd", "seed_block_write", _seed_block(), _seed_parser("seed_block_write",
-                                                                                              "write")),
+        ("tmp_dd", "seed_block_write", "dd", "seed_block_write", _seed_block(),
+         _seed_parser("seed_block_write", "write")),
         ("tmp_dd", "seed_block_write_dsync", "dd", "seed_block_write_dsync", _seed_block("oflag=dsync"),
          _seed_parser("seed_block_write_dsync", "write")),
         ("tmp_dd", "seed_block_read", "dd", "seed_block_read", _seed_block(read=True),
          _seed_parser("seed_block_read", "read")),
-        ("tmp_dd", "seed_files_dsync", "dd", "seed_files_dsync", _seed_files, _seed_parser("seed_files_dsync",
-                                                                                          "write")),
+        ("tmp_dd", "seed_files_dsync", "dd", "seed_files_dsync", _seed_files,
+         _seed_parser("seed_files_dsync", "write")),
         ("bonnie", "bonnie", "bonnie++", "files", _seed_bonnie, _seed_parser("files")),
         ("fio_dbtest", "dbtest", "fio", "dbtest", _seed_dbtest, _dbtest_parser),
         ("pg_test_fsync", "pg_test_fsync", "pg_test_fsync", "one_8k_write", _seed_pg_test_fsync,
          _seed_parser("one_8k_write")),
         ("dd_64k", "seed_64k_write", "dd", "seed_64k_write", _seed_64k(), _seed_parser("seed_64k_write", "write")),
-        ("dd_64k", "seed_64k_read", "dd", "seed_64k_read", _seed_64k(read=True), _seed_parser("seed_64k_read",
-                                                                                              "read")),
+        ("dd_64k", "seed_64k_read", "dd", "seed_64k_read", _seed_64k(read=True),
+         _seed_parser("seed_64k_read", "read")),
     ))
 for _seed_entry in SEED_PROBES:
     _seed_entry["parse_context"] = True

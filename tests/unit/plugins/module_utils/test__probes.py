@@ -378,7 +378,6 @@ def test_judge_one_comparison_per_job_and_a_cache_row_is_not_counted():
     assert not cached["counted"] and "cache" in cached["why"]
 
 
-
 # --- the seeds ------------------------------------------------------------------------------------
 
 SEED_PROFILE = dict(PROFILE, small_files=2000, fio_runtime=30, bonnie_files=50, bonnie_max_bytes=250000,
