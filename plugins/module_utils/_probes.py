@@ -102,7 +102,12 @@ def fio_steady_options(runtime):
 
 def _fio_parser(jobname):
     def parse(text):
-        return _bench.fio_figures(_bench.parse_fio_json(text), jobname)
+        doc = _bench.parse_fio_json(text)
+        # Whether fio's steady-state detection (ss, from 10 s of runtime) saw the job settle; None without ss.
+        states = [job["steadystate"].get("attained") for job in doc.get("jobs") or []
+                  if job.get("jobname") == jobname and "steadystate" in job]
+        steady = bool(all(states)) if states else None
+        return [dict(figure, steady_attained=steady) for figure in _bench.fio_figures(doc, jobname)]
     return parse
 
 

@@ -473,3 +473,14 @@ def test_dbtest_parser_adds_the_read_and_write_total():
     one = item(seed_plan(), "ram", "dbtest", probes.PUBLISHED, 1)
     ops = [figure["op"] for figure in probes.parse(one, text)]
     assert ops == ["read", "write", "readwrite"]
+
+
+def test_fio_steady_state_is_carried_when_fio_checked_it():
+    base = {"probe": "seq_read", "label": "disk", "mode": "direct", "round": 1, "warmup": False}
+    text = fixture("seq_read-disk-direct-0.out")
+    assert probes.parse(base, text)[0]["steady_attained"] is None
+    doc = json.loads(text)
+    doc["jobs"][0]["steadystate"] = {"ss": "iops_slope", "attained": 0, "criterion": "-4.68%"}
+    assert probes.parse(base, json.dumps(doc))[0]["steady_attained"] is False
+    doc["jobs"][0]["steadystate"]["attained"] = 1
+    assert probes.parse(base, json.dumps(doc))[0]["steady_attained"] is True
