@@ -618,17 +618,11 @@ def median(values):
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
 
 
-def median_interval(values, confidence=0.95):
-    """The interval that holds the true median of what VALUES sample with at least CONFIDENCE, whatever their
-    distribution: the k-th lowest and the k-th highest value, k as large as the binomial law allows (the
-    order-statistic interval of a median). Below 6 values it is the lowest to the highest.
-
-    Written here because the standard library has no binomial law before Python 3.8's statistics module,
-    and that one has no such interval; the module runs on the hosts' Python."""
-    ordered = sorted(values)
-    count = len(ordered)
-    if not count:
-        return None, None
+def median_rank(count, confidence=0.95):
+    """(k, coverage): the order-statistic interval of a median of COUNT values is the k-th lowest to the k-th highest,
+    k as large as the binomial law allows at CONFIDENCE, and it holds the true median with probability coverage,
+    exactly. Below 6 values no k reaches 95%: k is 1 (the lowest to the highest) with its own, lower coverage
+    (93.75% for 5 values, 75% for 3)."""
     # below[j]: the chance that at most j of COUNT values fall below the median.
     below, term, total = [], 1.0, 0.0
     for j in range(count // 2 + 1):
@@ -638,6 +632,21 @@ def median_interval(values, confidence=0.95):
     k = 1
     while k + 1 <= count // 2 and 1 - 2 * below[k] >= confidence:
         k += 1
+    return k, (1 - 2 * below[k - 1] if count > 1 else 0.0)
+
+
+def median_interval(values, confidence=0.95):
+    """The interval that holds the true median of what VALUES sample with at least CONFIDENCE, whatever their
+    distribution: the k-th lowest and the k-th highest value (median_rank()). Below 6 values it is the lowest to the
+    highest, which holds it less often: median_rank() says how often.
+
+    Written here because the standard library has no binomial law before Python 3.8's statistics module,
+    and that one has no such interval; the module runs on the hosts' Python."""
+    ordered = sorted(values)
+    count = len(ordered)
+    if not count:
+        return None, None
+    k, _coverage = median_rank(count, confidence)
     return ordered[k - 1], ordered[count - k]
 
 
