@@ -56,7 +56,9 @@ grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null || die "the k
 bash scripts/lab/link_collection.sh
 
 started=$SECONDS
-zram_list() { local d; for d in /sys/block/zram*; do [[ -e $d ]] && echo "${d##*/}"; done; true; }
+# Each device as zramN@INODE (its sysfs directory's): a number the kernel reused for a device made since is told
+# apart from the device that was there.
+zram_list() { local d; for d in /sys/block/zram*; do [[ -e $d ]] && echo "${d##*/}@$(stat -L -c %i "$d")"; done; true; }
 
 # Work directories of earlier runs that were killed before their clean-up.
 for old in /var/tmp/ramdisk-hostile.*; do
@@ -78,7 +80,7 @@ remove_our_zram() {
   for device in $( (sed -n 's/^DEVICE=\(zram[0-9]*\)$/\1/p' "$work"/etc/ramdisk-provision/zram/*.conf 2>/dev/null
     cat "$work/zram-left" 2>/dev/null) | sort -u); do
     [[ -e /sys/block/$device ]] || continue
-    grep -qx "$device" <<<"$zram_before" && continue
+    grep -qx "$device@$(stat -L -c %i "/sys/block/$device")" <<<"$zram_before" && continue
     swapoff "/dev/$device" 2>/dev/null || true
     for _ in 1 2 3 4 5 6 7 8 9 10; do
       echo "${device#zram}" >/sys/class/zram-control/hot_remove 2>/dev/null && break

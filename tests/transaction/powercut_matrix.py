@@ -577,7 +577,7 @@ def zram_cut(before):
     added by the dead run: a boot does not make them again). Returns the problems."""
     recorded = set(tx.zram_records().values())
     problems = []
-    for name in sorted(set(tx.zram_names()) - set(before), key=lambda n: int(n[4:])):
+    for name in tx.new_since(before, tx.zram_names()):
         if name not in recorded | tx.journal_devices():
             continue
         if name in tx.zram_swaps():
@@ -614,7 +614,7 @@ def zram_boot():
 def case_zram(spec, runner):
     """The zram file system: the run killed before journal write N (None: whole), a power cut (mounts, /run and the
     devices' content gone, a new boot id), the boot, the next run."""
-    before = tx.zram_names()
+    before = tx.zram_ids()
     fixture = tx.make_fixture(tx.ZDATA, tx.ZRAM_FIXTURE)
     inside = dict((rel, digest) for rel, digest in fixture.items() if rel != ".")
     out = {"problems": []}

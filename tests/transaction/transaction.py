@@ -707,6 +707,27 @@ def zram_names():
     return sorted((name for name in os.listdir("/sys/block") if name.startswith("zram")), key=lambda n: int(n[4:]))
 
 
+def _sysfs_ino(name):
+    try:
+        return os.stat("/sys/block/" + name).st_ino
+    except OSError:
+        return None
+
+
+def zram_ids():
+    """{zramN: the inode number of its sysfs directory}: what a case takes before it begins. Other users of this
+    kernel (the other lane of make test, a lab container) remove devices and make new ones, and the kernel gives a new
+    device the lowest free number: a number seen before the case may be a device the case made since. sysfs gives
+    each new device's directory a new inode number, so the pair tells them apart."""
+    return dict((name, _sysfs_ino(name)) for name in zram_names())
+
+
+def new_since(before, names):
+    """Those of NAMES (devices) that are not the very devices BEFORE (zram_ids()) listed: made since, even where a
+    number was reused."""
+    return [name for name in names if name not in before or before[name] != _sysfs_ino(name)]
+
+
 def zram_swaps():
     """{zramN: priority} of the swaps on zram devices (a swap turned on from another root shows as /zramN)."""
     out = {}
@@ -783,9 +804,7 @@ def zram_ours(before):
     named = set(zram_records().values()) | journal_devices()
     sizes = {0} | {int(entry["size"][:-1]) << 20 for entries in ZRAM_POLICIES.values() for entry in entries}
     ours, unaccounted = [], []
-    for name in zram_names():
-        if name in before:
-            continue
+    for name in new_since(before, zram_names()):
         if name in named:
             ours.append(name)
             continue
@@ -802,7 +821,7 @@ def zram_ours(before):
 def zram_clean(before):
     """Take away what the case made: unmount, swapoff, reset and remove each device a record or the journal names
     and that was not there before the case. Returns the devices removed and the problems."""
-    named = (set(zram_records().values()) | journal_devices()) - set(before)
+    named = set(new_since(before, set(zram_records().values()) | journal_devices()))
     removed, problems = [], []
     for name in sorted(named, key=lambda n: int(n[4:])):
         if not os.path.exists("/sys/block/" + name):
@@ -872,7 +891,7 @@ def zram_state(policy):
 def zram_case(spec, runner):
     """The zram cases: reference (one whole run), kill (killed before journal write N, then the next run) and fail
     (device 3 of 4 refused by the kernel: everything the run made undone). Every device made is removed at the end."""
-    before = zram_names()
+    before = zram_ids()
     out = {"problems": []}
     fixture = make_fixture(ZDATA, ZRAM_FIXTURE) if spec["policy"] == "zram-fs" else None
     fstab_before = open(paths.FSTAB, encoding="utf-8").read()
@@ -885,8 +904,8 @@ def zram_case(spec, runner):
                 out["problems"].append("the run with device 3 refused succeeded")
             if new or unaccounted:
                 out["problems"].append("devices left after the failed run: %s" % (new + unaccounted))
-            if set(zram_swaps()) - set(before):
-                out["problems"].append("swaps left on: %s" % sorted(set(zram_swaps()) - set(before)))
+            if new_since(before, zram_swaps()):
+                out["problems"].append("swaps left on: %s" % sorted(new_since(before, zram_swaps())))
             if open(paths.FSTAB, encoding="utf-8").read() != fstab_before:
                 out["problems"].append("/etc/fstab changed")
             if zram_records():
@@ -1090,7 +1109,7 @@ def case_reboot_undo(spec, runner):
 def case_zram_root(spec, runner):
     """A zram file system that migrates a directory owned 4242:4343, mode 2750, with no owner or mode of its own:
     the root keeps them, the data is there, a second run changes nothing. Every device made is removed."""
-    before = zram_names()
+    before = zram_ids()
     path = ZRAM_POLICIES[spec["policy"]][0]["path"]
     fixture = make_fixture(path, 60)
     out = {"problems": []}

@@ -131,10 +131,24 @@ def _read(path):
 
 
 def zram_devices():
+    """The zram devices as zramN@INODE: the inode number of the device's sysfs directory tells a device made since
+    from one that was there, where the kernel reused its number (the other lane of make test removes and makes
+    devices on this kernel too)."""
+    out = []
     try:
-        return sorted(name for name in os.listdir("/sys/block") if name.startswith("zram"))
+        names = sorted(name for name in os.listdir("/sys/block") if name.startswith("zram"))
     except OSError:
         return []
+    for name in names:
+        try:
+            out.append("%s@%d" % (name, os.stat(os.path.join("/sys/block", name)).st_ino))
+        except OSError:
+            continue  # gone meanwhile
+    return out
+
+
+def _zram_name(ident):
+    return ident.split("@", 1)[0]
 
 
 def _unescape(field):
@@ -262,7 +276,7 @@ def differences(before, after, ours, watched):
             for line in lines:
                 if line in other:
                     continue
-                name = line.split()[0].rsplit("/", 1)[-1] if line.split() else line
+                name = _zram_name(line.split()[0].rsplit("/", 1)[-1] if line.split() else line)
                 if name in ours:
                     out.append("%s %s: %s (made by this run)" % (what, verb, line))
                 else:
@@ -365,7 +379,7 @@ def restore(baseline, fixture_mounts, scratch, workdir):
     done = []
     known = set(m["id"] for m in baseline["mountinfo"])
     mounted = mountinfo()
-    ours_zram = set(name for name in zram_devices() if name not in baseline["zram"])
+    ours_zram = set(_zram_name(ident) for ident in zram_devices() if ident not in baseline["zram"])
     ours_zram &= _records() | set(m["source"][5:] for m in mounted if m["source"].startswith("/dev/zram"))
     # Swap is global: only swap on a zram device of this run is turned off.
     for line in _read("/proc/swaps").decode("utf-8", "replace").splitlines()[1:]:
@@ -535,7 +549,7 @@ class ActionModule(ActionBase):
             seen = [json.loads(line) for line in _read(warnings_file).decode("utf-8").splitlines() if line]
         with open(baseline_file, encoding="utf-8") as handle:
             baseline = json.load(handle)
-        new_zram = set(after["zram"]) - set(before["zram"])
+        new_zram = set(_zram_name(ident) for ident in set(after["zram"]) - set(before["zram"]))
         ours = new_zram & (_records() | set(m["source"][5:] for m in mountinfo() if m["source"].startswith("/dev/zram")))
         watched = tuple(named_paths(case))
         watched += tuple(os.path.realpath(path) for path in named_paths(case) if "\0" not in path and os.path.islink(path))
