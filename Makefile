@@ -95,7 +95,7 @@ transaction-persist: setup
 # on the log purpose) cut after each journaled step, booted and run again: no file lost, none hidden, none only in
 # RAM. Namespaces (zram one point at a time), and systemd containers (pcmatrix-*) for persist and log; prints the
 # number of points and a table per kind. Every point of every kind (about 256 without the log kind's 66, 35 minutes
-# here without it); `make test` takes every other point of the container kinds
+# here without it); `make test` takes every other point of the container kinds, all but log (README)
 # (tests/transaction/powercut_matrix.py says why that keeps every state a host can be left in).
 .PHONY: transaction-powercut
 transaction-powercut: setup
