@@ -462,6 +462,8 @@ class Run:
 
         # 1. A clean reboot.
         time.sleep(self.random.uniform(2.0, 8.0))
+        self.console.poll()
+        boots = len(self.console.boots)
         for attempt in (1, 2, 3):
             try:
                 self.vm.ssh("systemctl reboot --no-block", timeout=120)
@@ -472,14 +474,15 @@ class Run:
                     raise
         self.console.wait(lambda e: e[0] == "STOP", 300, "writer's stop")
         deadline = time.monotonic() + 300
-        while len(self.console.boots) < 2:
+        while len(self.console.boots) <= boots:
             if time.monotonic() > deadline:
                 raise Failure("the VM did not boot again after systemctl reboot")
             self.console.poll()
             time.sleep(0.2)
-        first = self.console.boots[-2]
+        # The boot that was running (the migrate's cut ended the one before it).
+        first = self.console.boots[boots - 1]
         first["end"], first["in_sync"] = "clean reboot", ""
-        (OUT / ("console-%02d.log" % (len(self.console.boots) - 1))).write_text("\n".join(first["lines"]) + "\n")
+        (OUT / ("console-%02d.log" % boots)).write_text("\n".join(first["lines"]) + "\n")
         self.vm.running()
         self.check("after the clean reboot")
 
