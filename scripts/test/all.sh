@@ -30,7 +30,7 @@ declare -A EXPECTED=([vm-image+molecule-vm]=1200 [build+tarball-lab]=900 [sanity
                      [molecule-benchmark]=600 [molecule-metrics]=300 [molecule-zram]=260 [molecule-tmpfs_ramfs]=240
                      [molecule-database]=240 [molecule-policy]=160 [molecule-tmpfs_absent]=150 [molecule-survey]=90
                      [molecule-tmpfs_invalid]=90 [unit]=110 [lint]=90 [transaction]=330
-                     [transaction-persist]=420 [transaction-powercut]=1100 [log]=100 [transaction-persist-services]=20 [ee]=5 [apt-lock]=35 [demo]=120 [powercut]=500 [local-user]=150)
+                     [transaction-persist]=420 [transaction-powercut]=1100 [log]=100 [transaction-persist-services]=20 [ee]=5 [apt-lock]=35 [demo]=120 [powercut]=620 [local-user]=150)
 # The command of each suite.
 declare -A COMMAND=([lint]="bash scripts/test/lint.sh" [unit]=".venv/bin/python -m pytest tests/unit -q"
                     [hostile]="bash scripts/test/hostile.sh" [transaction]="bash scripts/test/transaction.sh"

@@ -16,7 +16,7 @@ console in a file, so it knows every marker written before the power went, and w
    - a boot's markers, once seen after its end, never change;
    - the journal's files verify (journalctl --verify) and each boot's lines in it are 1..j with no gap.
 0. Before all that, the migrate case: the same site.yml also migrates a directory on disk with known data (the
-   fixture, files/pcut-fixture: 2400 files, owners, modes, symlinks) into a persisted tmpfs, and its first run is cut
+   fixture, files/pcut-fixture: 1200 files, owners, modes, symlinks) into a persisted tmpfs, and its first run is cut
    short by a power cut at one of two moments (--migrate-cut, else by the seed): copying, the transaction past its
    pivot (the mount moved over the directory) and its first sync stopped in the middle of the backing's first copy
    (the helper's kill point first:copied, as SIGSTOP); closed, just after the transaction closed, while the run goes
