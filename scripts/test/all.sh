@@ -31,7 +31,7 @@ declare -A EXPECTED=([vm-image+molecule-vm]=470 [build+tarball-lab]=775 [sanity]
                      [molecule-database]=75 [molecule-policy]=55 [molecule-tmpfs_absent]=55 [molecule-survey]=45
                      [molecule-tmpfs_invalid]=30 [unit]=160 [lint]=45 [transaction]=440
                      [transaction-persist]=340 [transaction-powercut]=1210 [log]=45 [transaction-persist-services]=10
-                     [ee]=5 [apt-lock]=30 [demo]=75 [powercut]=620 [local-user]=115)
+                     [ee]=5 [apt-lock]=30 [demo]=75 [powercut]=380 [local-user]=115)
 # The command of each suite.
 declare -A COMMAND=([lint]="bash scripts/test/lint.sh" [unit]=".venv/bin/python -m pytest tests/unit -q"
                     [hostile]="bash scripts/test/hostile.sh" [transaction]="bash scripts/test/transaction.sh"
