@@ -68,7 +68,8 @@ of the container kinds).
 
 `make test` runs it with --stride 2 --except log (the log kind's point 53 fails on a defect not yet fixed: a cut
 after the first copy was checked and before the persist unit is enabled leaves the boot's own logs in the boot's
-tmpfs, which the next run takes for newer data, the older logs hidden under it; `--only log` shows it): points 1, 3, 5, ... of the container kinds (every point of the namespace kinds).
+tmpfs, which the next run takes for newer data, the older logs hidden under it; `--only log` shows it): points 1,
+3, 5, ... of the container kinds (every point of the namespace kinds).
 A journal alternates begin and done lines, so before the transaction's `forward` line the odd points are the cuts
 after each `begin` (step k not yet run, steps 0 to k-1 to undo), after it the cuts after each `done` (steps up to k
 run, the rest to redo). An even point leaves the host as the odd point after it does, with one journal line less;
