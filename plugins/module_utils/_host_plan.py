@@ -364,6 +364,20 @@ def account_errors(host, mounts, view, kept):
     return errors, ids
 
 
+def backing_facts(lists, view):
+    """{backing: {'current': bool}} for each backing the tmpfs and ramfs entries of LISTS name: whether it holds a
+    copy of the mount yet, read through VIEW, for the plan (its refill of a persisted mount a boot left empty)."""
+    out = {}
+    for items in lists:
+        for item in items if isinstance(items, (list, tuple)) else ():
+            persist = item.get("persist") if isinstance(item, dict) else None
+            raw = persist.get("backing") if isinstance(persist, dict) else None
+            backing = normalize_path(raw) if isinstance(raw, str) and raw.startswith("/") else None
+            if backing is not None and backing not in out:
+                out[backing] = {"current": view.backing_has_copy(backing)}
+    return out
+
+
 def persist_states(mounts, view):
     """What persist_review decides from, read through the view for every planned mount with a token."""
     states = {}
@@ -486,6 +500,7 @@ def plan_host(request, facts, view, host="localhost"):
     warnings.extend(policy["warnings"])
     backends = policy["backends"]
 
+    facts = dict(facts, backings=backing_facts((backends["tmpfs_mounts"], backends["ramfs_mounts"]), view))
     tmpfs = plan_tmpfs(backends["tmpfs_mounts"], facts, host=host, var_name="tmpfs_mounts")
     ramfs = plan_ramfs(backends["ramfs_mounts"], facts, host=host, var_name="ramfs_mounts")
     for plan in (tmpfs, ramfs):
@@ -586,6 +601,7 @@ def _plan_backends(request, facts, view, host):
                 if isinstance(item, dict) and isinstance(item.get("path"), str) and item["path"].startswith("/")
                 and normalize_path(item["path"]) else item for item in items]
 
+    facts = dict(facts, backings=backing_facts((clean.get("tmpfs_mounts"), clean.get("ramfs_mounts")), view))
     tmpfs = plan_tmpfs(with_kept(clean.get("tmpfs_mounts") or []), facts, host=host, var_name="tmpfs_mounts",
                        defaults=given.get("tmpfs_defaults") or {})
     ramfs = plan_ramfs(with_kept(clean.get("ramfs_mounts") or []), facts, host=host, var_name="ramfs_mounts",

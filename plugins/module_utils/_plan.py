@@ -19,7 +19,6 @@ the backing must be on disk, outside every RAM mount, and not shared.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import unicodedata
 
@@ -856,7 +855,7 @@ def _decide(entry, facts, host, var_name, errors):
         return
 
     below = path_facts.get("below") or {}
-    if backend in ("tmpfs", "ramfs") and (_mount_steps.seeded(entry) or _persisted_without_copy(entry)) and \
+    if backend in ("tmpfs", "ramfs") and (_mount_steps.seeded(entry) or _persisted_without_copy(entry, facts)) and \
             path_facts.get("empty") and below.get("empty") is False:
         # Empty over a directory that holds data: a boot mounted it from its /etc/fstab line and nothing filled it
         # (no systemd to run its copy unit, or the run that wrote the line died before it). Taken as it is, it would
@@ -944,12 +943,13 @@ def _decide(entry, facts, host, var_name, errors):
         entry["action"] = "ok"
 
 
-def _persisted_without_copy(entry):
-    """A migrate with persist whose backing holds no copy yet: found empty over the directory, it was never filled
-    (a power cut before its first copy); taken as it is, the empty RAM would become the backing's first copy."""
+def _persisted_without_copy(entry, facts):
+    """A migrate with persist whose backing holds no copy yet (FACTS' backings, read on the host): found empty over
+    the directory, it was never filled (a power cut before its first copy); taken as it is, the empty RAM would
+    become the backing's first copy. Unknown (no such fact, as on the controller): not taken for one."""
     persist = entry.get("persist") or {}
-    backing = persist.get("backing")
-    return bool(entry.get("migrate") and backing and not os.path.isdir(os.path.join(backing, "current")))
+    known = (facts.get("backings") or {}).get(persist.get("backing")) or {}
+    return bool(entry.get("migrate") and persist.get("backing") and known.get("current") is False)
 
 
 def _check_migration_fits(entry, path_facts, host, where, errors):

@@ -437,6 +437,9 @@ class HostView(object):
         # The mount role's __mount_vendor_tmp_units: where distributions ship their own tmp.mount.
         return any(os.path.exists(path) for path in ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount"))
 
+    def backing_has_copy(self, backing):
+        return os.path.isdir(os.path.join(backing, "current"))
+
     def persist_state(self, token, backing, live_path):
         return read_state(token, backing, live_path, self.systemd(), program_runner(self.module))
 

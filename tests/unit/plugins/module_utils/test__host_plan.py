@@ -19,7 +19,7 @@ class FakeView(object):
 
     def __init__(self, links=None, users=None, groups=None, records=None, refuse_options=(), mkfs=("ext4",),
                  mkfs_refuse=None, systemd=True, trial_unavailable=None, vendor_tmp=False, files=None,
-                 users_of=None, not_dirs=None, journal=(), rsync=True, python3=True):
+                 users_of=None, not_dirs=None, journal=(), rsync=True, python3=True, copies=()):
         self.links = links or {}
         self.users = users or {"root": 0, "postgres": 111}
         self.groups = groups or {"root": 0, "postgres": 115}
@@ -36,6 +36,12 @@ class FakeView(object):
         self.busy = users_of or {}
         self.not_dirs = not_dirs or {}
         self.journal = list(journal)
+        self.copies = set(copies)
+        self.backings_read = []
+
+    def backing_has_copy(self, backing):
+        self.backings_read.append(backing)
+        return backing in self.copies
 
     def first_link(self, path):
         for link, target in sorted(self.links.items()):
@@ -663,19 +669,36 @@ def test_a_host_without_python3_is_refused_persist(python3, systemd, refused):
 
 
 @pytest.mark.parametrize("has_copy", [False, True], ids=["no copy in the backing", "the backing holds a copy"])
-def test_an_empty_persisted_mount_over_data_is_filled_again_until_its_backing_holds_a_copy(monkeypatch, has_copy):
+def test_an_empty_persisted_mount_over_data_is_filled_again_until_its_backing_holds_a_copy(has_copy):
     """Issue 41: a power cut before a persisted migrate's first copy left a boot's empty tmpfs over the data; taken as
     it was, the empty RAM became the backing's first copy. With no copy in the backing it is filled from the disk
-    again; once the backing holds one, the persist unit restores from it."""
-    from ansible_collections.ramdisk.provision.plugins.module_utils import _plan as plan_mod
+    again; once the backing holds one, the persist unit restores from it. Whether it holds one is read on the host,
+    through the view (the plan itself reads only facts: it also runs on the controller as the tmpfs_plan filter)."""
     backing = "/var/lib/ramdisk-backing/host-plan-test"
-    real_isdir = os.path.isdir
-    monkeypatch.setattr(plan_mod.os.path, "isdir",
-                        lambda path: has_copy if path == backing + "/current" else real_isdir(path))
-    entry = {"path": "/srv/data", "size": "16M", "persist": {"backing": backing, "interval": "1h"}}
-    result = plan([entry], view=FakeView(records=OURS), host_facts=_booted_empty())
+    entry = {"path": "/srv/data", "size": "16M", "persist": {"backing": backing + "/", "interval": "1h"}}
+    view = FakeView(records=OURS, copies=[backing] if has_copy else [])
+    result = plan([entry], view=view, host_facts=_booted_empty())
+    assert view.backings_read == [backing]
     assert len(result["tmpfs"]) == 1, result["errors"]
     (planned,) = result["tmpfs"]
     assert bool(planned.get("refill")) is not has_copy, (planned.get("action"), result["errors"])
     if not has_copy:
         assert planned["action"] == "migrate"
+
+
+def test_the_plan_alone_never_reads_a_backing_of_the_machine_it_runs_on(monkeypatch):
+    """The tmpfs_plan filter runs the plan on the controller: whether a backing holds a copy is a fact of the host
+    (facts' backings), never read from the controller's own disk; unknown, the mount is not taken for unfilled."""
+    from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_tmpfs
+    read = []
+    real_isdir = os.path.isdir
+    monkeypatch.setattr(os.path, "isdir", lambda path: read.append(path) or real_isdir(path))
+    backing = "/var/lib/ramdisk-backing/host-plan-test"
+    entry = {"path": "/srv/data", "size": "16M", "migrate": True, "persist": {"backing": backing, "interval": "1h"}}
+    result = plan_tmpfs([entry], _booted_empty(), host="h1", var_name="tmpfs_mounts")
+    assert result["errors"] == []
+    assert not result["mounts"][0].get("refill"), result["mounts"][0]["action"]
+    assert [path for path in read if path.startswith(backing)] == []
+    known = plan_tmpfs([entry], dict(_booted_empty(), backings={backing: {"current": False}}), host="h1",
+                       var_name="tmpfs_mounts")
+    assert known["mounts"][0]["refill"] is True and known["mounts"][0]["action"] == "migrate"
