@@ -29,7 +29,8 @@ vm-image: setup
 vm-down:
 	bash scripts/lab/vm.sh down
 
-# Power cuts in the lab VM (tests/powercut/powercut.py): a persisted tmpfs with numbered markers, one clean reboot,
+# Power cuts in the lab VM (tests/powercut/powercut.py): a directory with known data migrated into a persisted tmpfs
+# by a run the power cuts short, then a persisted tmpfs with numbered markers, one clean reboot,
 # then CUTS power cuts (10; make test runs 3) during syncs, between them, during the restore at boot and early in a
 # boot: after each boot one complete earlier copy, never a mix, never older than one interval plus one sync; the
 # journal's files verify. About 8 minutes.

@@ -380,7 +380,9 @@ def record_text(item):
 
 def build_mount(item, systemd, middle=()):
     """(steps, pivot) of ITEM's mount itself (what _executor.build() gives an item without persist); MIDDLE: steps
-    to take before its record (persist's), or before a mount point that goes is removed."""
+    to take before its record (persist's), or before a mount point that goes is removed. Those of MIDDLE marked
+    "boot" (what a boot needs before it mounts the path: persist's helper, units and enabled unit) come before
+    the /etc/fstab line when this transaction writes one, in their order; else where they are."""
     path = item["path"]
     mounts = _steps.mountinfo()
     top = _steps.top_mount(path, mounts)
@@ -489,10 +491,17 @@ def build_mount(item, systemd, middle=()):
     elif os.path.lexists(files["seed"]):
         steps.append({"step": "systemctl", "args": {"argv": ["disable", seed_unit], "undo": ["enable", seed_unit]}})
         units |= file_step(steps, files["seed"], None)
+    middle = [dict(step) for step in middle]
+    boot = [step for step in middle if step.pop("boot", False)]
     if item["use_dropin"]:
         if action != "mount":
             units |= file_step(steps, paths.TMP_DROPIN, texts["dropin"])
     elif not same(fstab, item["src"], path, item["fstype"], ",".join(item["options"])):
+        # A boot from the line on mounts the path: with persist's unit enabled first, it restores the mount before
+        # the services that use it start (or fails, and them with it, while the backing holds no copy yet), so
+        # nothing writes into an empty mount that the next run would take for newer data than the backing.
+        steps.extend(boot)
+        middle = [step for step in middle if not any(step is moved for moved in boot)]
         steps.append({"step": "fstab", "args": {"path": path, "line": [item["src"], path, item["fstype"],
                                                                        list(item["options"])], "old": old_lines}})
         units = True

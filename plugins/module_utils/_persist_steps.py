@@ -575,6 +575,7 @@ def build(item, ex, after=None):
     if item.get("action") == "migrate" and decision.get("source") == "backing":
         # The backing holds the data of record; the directory on disk is older. The persist unit fills the mount.
         mount_item = dict(item, action="mount")
+    # Marked "boot" (see build_mount()): the helper, its units and the enabled unit, before a new fstab line.
     middle = []
     create = []
     journald_text = journald_dropin_text(item)
@@ -594,6 +595,8 @@ def build(item, ex, after=None):
         changed[kind] = file_step(middle, unit_files[kind], texts[kind])
     if any(changed.values()):
         middle.append(_step("reload"))
+    for step in middle:
+        step["boot"] = True
     # Before the services start again: journald, moved out of the mount with them, moves in with its new limits.
     _journald_steps(middle, token, journald_text)
     unit_active, enabled = unit_state(names["persist"], True, ex.run_command) if state["unit"] else (False, False)
@@ -613,9 +616,9 @@ def build(item, ex, after=None):
                             dest_name="the backing's first copy", backing=backing, boot_pivot=True))
     if state["unit"] and changed["persist"]:
         # [Install] links follow the unit's new RequiredBy=.
-        middle.append(_systemctl(["reenable", names["persist"]]))
+        middle.append(dict(_systemctl(["reenable", names["persist"]]), boot=True))
     elif not enabled:
-        middle.append(_systemctl(["enable", names["persist"]], ["disable", names["persist"]]))
+        middle.append(dict(_systemctl(["enable", names["persist"]], ["disable", names["persist"]]), boot=True))
     restored = "%s/%s.restored" % (paths.PERSIST_STATE_DIR, token)
     start = None
     if decision.get("verify") == "restore" and unit_active:

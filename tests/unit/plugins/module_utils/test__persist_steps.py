@@ -85,8 +85,9 @@ def test_a_new_persisted_mount_is_mounted_copied_to_the_backing_checked_then_sta
     assert got[0] == "systemctl stop" and got[-1] == "systemctl start"
     assert steps[0]["args"]["undo"] == ["start", "db.service"]
     assert steps[pivot]["step"] == "mount"
-    # The backing's first copy is checked before persist is enabled and started, and the record comes last.
-    order = ["mount", "sync", "verify", "systemctl enable", "systemctl_start start"]
+    # The persist unit is enabled before the fstab line (a boot never mounts the path without the unit that restores
+    # it, before the services), the backing's first copy is checked before it starts, and the record comes last.
+    order = ["mount", "systemctl enable", "fstab", "sync", "verify", "systemctl_start start"]
     assert [got.index(name) for name in order] == sorted(got.index(name) for name in order)
     assert steps[got.index("systemctl_start start")]["args"]["unrestore"].endswith(".restored")
     assert steps[-2]["args"]["file"] == paths.record_file(persisted(backing)["token"])
@@ -540,3 +541,30 @@ def test_a_directory_no_rename_can_swap_gets_the_checked_copy_copied_over(tmp_pa
     assert returner().do_return(args)["returned"]
     assert sorted(os.listdir(disk)) == ["sub"] and (disk / "sub" / "f").read_text() == "new"
     assert sorted(os.listdir(tmp_path)) == ["backing", "disk"]
+
+
+def test_a_persist_unit_is_enabled_before_a_new_fstab_line_and_after_the_check_when_the_line_was_there(persist_host):
+    """A boot mounts the path once its fstab line is written: the persist unit is enabled before, so that boot
+    restores the mount before its services start (a cut between the line and the enable let them write into an
+    empty mount, which the next run took for newer data: the power-cut matrix's log kind, point 53). A mount whose
+    line an earlier run wrote keeps the unit's enable after the first copy is checked."""
+    backing = persist_host / "backing"
+    mounted = persist_host / "data"
+    os.makedirs(mounted)
+    with open(mounted / "kept", "w") as handle:
+        handle.write("data")
+    ex = Systemd(units={"db.service": ("active", "enabled")})
+    for item, line_there in ((persisted(backing, path=str(mounted)), False),
+                             (persisted(backing, action="ok", path=str(mounted)), True)):
+        if line_there:
+            with open(paths.FSTAB, "a") as handle:
+                handle.write("tmpfs %s tmpfs size=64M,mode=755,nosuid,nodev 0 0\n" % mounted)
+            item["fstype"], item["src"], item["options"] = "tmpfs", "tmpfs", ["size=64M", "mode=755", "nosuid", "nodev"]
+        steps, _pivot = ex_mod.build(item, True, ex)
+        got = names(steps)
+        assert all("boot" not in step for step in steps)
+        assert ("fstab" in got) is not line_there, got
+        if not line_there:
+            assert got.index("systemctl enable") < got.index("fstab") < got.index("sync"), got
+        else:
+            assert got.index("sync") < got.index("verify") < got.index("systemctl enable"), got
