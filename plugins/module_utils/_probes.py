@@ -48,6 +48,13 @@ PUBLISHED = "published"  # a seed write-up's own command, caches as it had them
 POLICY_WHY[PUBLISHED] = ("the write-up's own command, as it ran it, to compare with its published figures; caches "
                          "are as it had them, and the device counters label each disk row")
 
+# What an item's raw file holds (its "output"): the command writes it itself (fio's --output, to a temporary name the
+# runner renames), the command's standard output then its standard error, or the runner's record of the run
+# ({"seconds", "rc", "stdout", "stderr"}: the build, timed by the runner).
+FILE_OUTPUT = "file"
+TEXT_OUTPUT = "text"
+RUN_RECORD = "run"
+
 # Units of the judged metrics.
 UNITS = {"bw_bytes": "B/s", "iops": "ops/s", "clat_ns_mean": "ns", "clat_ns_p99": "ns", "lat_ns_max": "ns"}
 
@@ -212,7 +219,7 @@ def _pgbench_command(select_only):
 def _compile_command(ctx):
     build = [part.replace("{cores}", str(ctx["cores"])) for part in ctx["compile_command"]]
     return {"argv": ["runuser", "-u", ctx["compile_user"], "--"] + build,
-            "chdir": "%s/compile/round-%d" % (ctx["dir"], ctx["round"])}
+            "chdir": "%s/compile/round-%d" % (ctx["dir"], ctx["round"]), "output": RUN_RECORD}
 
 
 # --- the registry ---------------------------------------------------------------------------------
@@ -524,6 +531,12 @@ _MIN_RUNS = _bench_stats.MIN_RUNS
 def _round_items(host, runs_of, targets, profile, round_number, size, cores, dir_name, random_file, raw_dir,
                  mem_total, pg_bin, compile_command, compile_user, extra=None):
     items = []
+    # What the tests before left to write back goes out before the clock starts: every target's file system and the
+    # raw files' (syncfs, not sync(2) of the whole host, so a busy mount elsewhere neither delays nor blocks a test).
+    sync = []
+    for path in [target["path"] for target in targets] + ([raw_dir] if raw_dir else []):
+        if path not in sync:
+            sync.append(path)
     for target in targets:
         for entry, mode, group in runs_of:
             if target not in group:
@@ -541,7 +554,9 @@ def _round_items(host, runs_of, targets, profile, round_number, size, cores, dir
             item.update(entry["command"](ctx))
             if entry["tool"] == "fio":
                 # fio writes its JSON+ to the raw file itself.
-                item["output"] = "file"
+                item["output"] = FILE_OUTPUT
+            item.setdefault("output", TEXT_OUTPUT)
+            item["sync"] = list(sync)
             item["note"] = _note(target, mode, size, mem_total)
             items.append(item)
     return items
@@ -553,6 +568,19 @@ def _note(target, mode, size, mem_total):
         return ""
     return ("working set %d MiB is under twice the host's memory (%d MiB), which could cache it; the device"
             " counters decide whether the row reached the disk" % (size // MIB, int(mem_total) // MIB))
+
+
+def issued(item, figures):
+    """(what, amount) the item's first judged figure says the probe issued, for _bench_counters.row_label(): what is
+    read or write (a read op reads, every other op writes), amount its io_bytes, None where the figure has none
+    (pgbench, the build: the counters then cannot label the row cache)."""
+    op = probe(item["probe"])["figures"][0]["op"]
+    amount = None
+    for figure in figures:
+        if figure.get("op") == op and figure.get("io_bytes"):
+            amount = int(figure["io_bytes"])
+            break
+    return ("read" if op == "read" else "write"), amount
 
 
 def comparisons(items):

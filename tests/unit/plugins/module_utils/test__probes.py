@@ -484,3 +484,26 @@ def test_fio_steady_state_is_carried_when_fio_checked_it():
     assert probes.parse(base, json.dumps(doc))[0]["steady_attained"] is False
     doc["jobs"][0]["steadystate"]["attained"] = 1
     assert probes.parse(base, json.dumps(doc))[0]["steady_attained"] is True
+
+
+def test_each_item_says_what_its_raw_file_holds_and_what_to_write_out_first():
+    plan = make_plan(tests=("dd", "fio", "metadata", "compile"), compile_command=["make"], compile_user="nobody")
+    outputs = dict((one["probe"], one["output"]) for one in plan["items"])
+    assert outputs["seq_write"] == outputs["small_files"] == probes.FILE_OUTPUT
+    assert outputs["read"] == outputs["metadata"] == probes.TEXT_OUTPUT
+    assert outputs["build"] == probes.RUN_RECORD
+    assert all(one["sync"] == ["/srv/ram", "/var/tmp", RAW] for one in plan["items"])
+    assert all(one["sync"] == ["/srv/ram", "/var/tmp"] for one in make_plan(raw_dir="")["items"])
+
+
+def test_issued_is_the_judged_figures_bytes_read_or_written():
+    base = {"label": "disk", "mode": "sync", "round": 1, "warmup": False}
+    write = dict(base, probe="write_fdatasync")
+    assert probes.issued(write, probes.parse(write, fixture("dd-write_fdatasync-disk-sync.txt"))) == ("write", 8 * MIB)
+    read = dict(base, probe="read", mode="direct")
+    assert probes.issued(read, probes.parse(read, fixture("dd-read-disk-direct.txt")))[0] == "read"
+    meta = dict(base, probe="metadata", mode="cached")
+    doc = json.loads(fixture("metadata-disk.json"))
+    assert probes.issued(meta, probes.parse(meta, fixture("metadata-disk.json"))) == ("write", doc["files"] * 1024)
+    tpcb = dict(base, probe="tpcb_like")
+    assert probes.issued(tpcb, [{"op": "transaction", "io_bytes": None}]) == ("write", None)
