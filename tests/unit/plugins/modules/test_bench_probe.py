@@ -200,3 +200,24 @@ def test_an_item_not_from_the_plan_is_refused(bench):
     small = item(bench, "disk", "small_files")
     result = run(bench, dict(small, argv=[arg for arg in small["argv"] if not arg.startswith("--output=")]))
     assert result["failed"] is True and "does not write the item's raw file" in result["msg"]
+
+
+def test_what_runs_before_the_clock_makes_its_directories_and_fails_naming_what(bench):
+    write = item(bench, "disk", "write_fdatasync")
+    folder = os.path.join(write["path"], "rb", "disk", "files-0")
+    result = run(bench, dict(write, mkdir=[{"path": folder, "mode": "0711"}], before=[["false"]]))
+    assert result["failed"] is True
+    assert result["msg"].startswith("Host testhost: the command run before probe write_fdatasync on benchmark target"
+                                    " %s (disk), round 0 exited with 1: no output." % write["path"])
+    assert os.stat(folder).st_mode & 0o777 == 0o711 and not os.path.exists(write["raw"])
+    result = run(bench, dict(write, warm=[str(bench["tmp"] / "missing.bin")]))
+    assert result["failed"] is True and "could not read the file %s into the page cache before probe write_fdatasync" % (
+        bench["tmp"] / "missing.bin") in result["msg"]
+    # A link in the directory's place is refused, not followed: the directory it names keeps its mode.
+    elsewhere = bench["tmp"] / "elsewhere"
+    elsewhere.mkdir()
+    os.chmod(elsewhere, 0o755)
+    os.symlink(str(elsewhere), folder + "-link")
+    result = run(bench, dict(write, mkdir=[{"path": folder + "-link", "mode": "0700"}]))
+    assert result["failed"] is True and "could not make the directory %s-link" % folder in result["msg"]
+    assert os.stat(elsewhere).st_mode & 0o777 == 0o755
