@@ -80,9 +80,10 @@ class Executor(Context):
     def took_effect(self, step, args, same_boot):
         """Whether a pivot that never said done took effect: its family's probe reads the host (in the same boot).
         Without a probe (remount, start): done or not, going on is right."""
-        if not same_boot:
-            return False
         probe = self.probes.get(step["step"])
+        if not same_boot:
+            # A reboot took what a live step made; a file's probe reads what the step left on disk.
+            return probe is not None and not self.is_live(step["step"]) and bool(probe(args))
         return probe(args) if probe is not None else True
 
 
@@ -144,7 +145,12 @@ def recover(ex, journal):
         after_boot = boot_pivot(steps)
         if not same_boot and after_boot is not None:
             # The reboot took RAM: a persisted mount's data is where the boot pivot says (see boot_pivot), whatever
-            # the pivot of the boot the run began in said.
+            # the pivot of the boot the run began in said. A boot pivot begun and not said done counts as done when
+            # its probe finds its effect on disk (an fstab line written: the boot mounted and restored the path).
+            if after_boot in begun and after_boot not in found["results"] and not found["aborted"] and \
+                    ex.took_effect(steps[after_boot], steps[after_boot]["args"], same_boot):
+                found["results"][after_boot] = {}
+                found["results"].update((i, {}) for i in begun if i < after_boot and i not in found["results"])
             forward = after_boot in found["results"] and not found["aborted"]
         entry = {"path": what.get("path"), "action": what.get("action"), "way": "forward" if forward else "back",
                  "run": found["run"], "boot": "same" if same_boot else "earlier",

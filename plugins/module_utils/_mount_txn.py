@@ -120,7 +120,17 @@ class MountSteps(object):
         }
 
     def probes(self):
-        return {"mount": self.mount_took_effect, "move": self.mount_took_effect, "unmount": self.unmount_took_effect}
+        return {"mount": self.mount_took_effect, "move": self.mount_took_effect, "unmount": self.unmount_took_effect,
+                "fstab": self.fstab_took_effect}
+
+    def fstab_took_effect(self, args):
+        """Whether /etc/fstab holds the step's line (or, for a removal, no line for its path): a file, so this holds
+        across a reboot too."""
+        text = read_text(paths.FSTAB) or ""
+        if args.get("line"):
+            src, path, fstype, options = args["line"]
+            return same(text, src, path, fstype, ",".join(options))
+        return not lines_for(text, args["path"])
 
     # Steps: do ---------------------------------------------------------------------------------------------
     # Each gets its ARGS (as journaled) and returns what it learnt (journaled with `done`).
@@ -381,8 +391,9 @@ def record_text(item):
 def build_mount(item, systemd, middle=()):
     """(steps, pivot) of ITEM's mount itself (what _executor.build() gives an item without persist); MIDDLE: steps
     to take before its record (persist's), or before a mount point that goes is removed. Those of MIDDLE marked
-    "boot" (what a boot needs before it mounts the path: persist's helper, units and enabled unit) come before
-    the /etc/fstab line when this transaction writes one, in their order; else where they are."""
+    "boot" (what must hold before a boot mounts the path: persist's helper, units, checked first copy and enabled
+    unit) come before the /etc/fstab line when this transaction writes one, in their order, and the line becomes
+    the point of no return after a reboot (boot_pivot); else they stay where they are."""
     path = item["path"]
     mounts = _steps.mountinfo()
     top = _steps.top_mount(path, mounts)
@@ -497,13 +508,23 @@ def build_mount(item, systemd, middle=()):
         if action != "mount":
             units |= file_step(steps, paths.TMP_DROPIN, texts["dropin"])
     elif not same(fstab, item["src"], path, item["fstype"], ",".join(item["options"])):
-        # A boot from the line on mounts the path: with persist's unit enabled first, it restores the mount before
-        # the services that use it start (or fails, and them with it, while the backing holds no copy yet), so
-        # nothing writes into an empty mount that the next run would take for newer data than the backing.
+        # A boot from the line on mounts the path: with the backing's checked copy and persist's unit enabled
+        # first, it restores the mount before the services that use it start. Before the line a boot leaves the
+        # path on disk, where the data of record is, and the recovery undoes the rest; from the line on it
+        # finishes (the line is the boot pivot). Nothing writes into an empty mount at boot that the next run
+        # would take for newer data than the backing.
         steps.extend(boot)
         middle = [step for step in middle if not any(step is moved for moved in boot)]
-        steps.append({"step": "fstab", "args": {"path": path, "line": [item["src"], path, item["fstype"],
-                                                                       list(item["options"])], "old": old_lines}})
+        pivot_at_boot = {}
+        if boot:
+            for step in steps:
+                if (step.get("args") or {}).get("boot_pivot"):
+                    step["args"] = dict(step["args"])
+                    del step["args"]["boot_pivot"]
+            pivot_at_boot = {"boot_pivot": True}
+        steps.append({"step": "fstab", "args": dict({"path": path, "line": [item["src"], path, item["fstype"],
+                                                                            list(item["options"])], "old": old_lines},
+                                                    **pivot_at_boot)})
         units = True
     if units and systemd and not (steps and steps[-1]["step"] == "reload"):
         steps.append({"step": "reload", "args": {}})

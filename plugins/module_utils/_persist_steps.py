@@ -18,9 +18,11 @@ The pivot is the mount (or its move, remount or unmount) as for any mount, or fo
 persist, the start of the persist unit: a run killed before it is undone by the next run, one killed after it is
 finished. Undoing the start of persist first takes away the mark of its restore, so that its stop-time sync refuses
 (the backing is not overwritten); undoing the first copy puts the backing back as it was, only while the data is
-somewhere else too. After a reboot RAM is gone: the first copy, once checked against the mount (its verify step,
-marked boot_pivot), is the point of no return instead (the executor's recover); before it the data of record is where it
-was before the run (the directory on disk of a migrate, or, for a live mount, whatever complete copy the backing
+somewhere else too. After a reboot RAM is gone, and the point of no return is the step marked boot_pivot instead
+(the executor's recover): the fstab line of a mount that gets one (written after the first copy is checked and the
+persist unit enabled, so a boot mounts the path only to restore it; the line counts as written when /etc/fstab holds
+it), else the first copy, once checked against the mount (its verify step). Before it the data of record is where
+it was before the run (the directory on disk of a migrate, or, for a live mount, whatever complete copy the backing
 holds, which undo_sync then keeps).
 
 PersistSteps holds the steps' do_ and undo_ functions; the executor composes them with the other families' (_steps).
@@ -575,7 +577,10 @@ def build(item, ex, after=None):
     if item.get("action") == "migrate" and decision.get("source") == "backing":
         # The backing holds the data of record; the directory on disk is older. The persist unit fills the mount.
         mount_item = dict(item, action="mount")
-    # Marked "boot" (see build_mount()): the helper, its units and the enabled unit, before a new fstab line.
+    # Marked "boot" (see build_mount()): the helper, its units, the first copy and its check, and the enabled unit
+    # come before a new fstab line, so that no boot mounts the path until the backing holds a checked copy and the
+    # unit that restores it before its services is enabled. journald's new limits stay after the line: they are
+    # the mount's, and journald applies them to wherever /var/log is at its next start.
     middle = []
     create = []
     journald_text = journald_dropin_text(item)
@@ -607,13 +612,15 @@ def build(item, ex, after=None):
         # the only one (undo_sync).
         elsewhere = {"disk": True} if mount_item.get("action") in ("migrate", "mount") else \
             {"mount_id": (_steps.top_mount(path) or {}).get("mount_id")}
-        middle.append(_step("sync", path=path, backing=backing, token=token, helper=paths.PERSIST_HELPER,
-                            before=state["names"], current=_current_target(backing) if os.path.isdir(backing) else None,
-                            **elsewhere))
+        middle.append(dict(_step("sync", path=path, backing=backing, token=token, helper=paths.PERSIST_HELPER,
+                                 before=state["names"],
+                                 current=_current_target(backing) if os.path.isdir(backing) else None, **elsewhere),
+                           boot=True))
         # boot_pivot: after a reboot (RAM gone) the point of no return, whatever the pivot of this boot: before it
-        # the data of record is where it was (recover rolls back), from it on the backing's checked copy.
-        middle.append(_step("verify", src=path, dest=backing + "/current/.", src_name="the RAM mount",
-                            dest_name="the backing's first copy", backing=backing, boot_pivot=True))
+        # the data of record is where it was (recover rolls back), from it on the backing's checked copy. Before a
+        # new fstab line (build_mount), the line takes it over: a boot mounts the path from the line on.
+        middle.append(dict(_step("verify", src=path, dest=backing + "/current/.", src_name="the RAM mount",
+                                 dest_name="the backing's first copy", backing=backing, boot_pivot=True), boot=True))
     if state["unit"] and changed["persist"]:
         # [Install] links follow the unit's new RequiredBy=.
         middle.append(dict(_systemctl(["reenable", names["persist"]]), boot=True))

@@ -29,10 +29,10 @@ description:
     says to run again.
   - An entry with persist (its data kept in a backing directory on disk) is one transaction too, decided again
     under the lock from what the host holds, as the plan decided it - the services named in C(persist.services)
-    stopped, the mount, the persist helper and its units with the persist unit enabled (before the C(/etc/fstab)
-    line when the run writes one, so that no boot mounts the path without restoring it before the services), the
-    backing's first copy (checked against the mount) or the mount's restore from the backing (checked), the timer,
-    the record, the services started again. With
+    stopped, the mount, the persist helper and its units, the backing's first copy (checked against the mount),
+    the persist unit enabled, then the C(/etc/fstab) line when the run writes one (a boot before it leaves the path
+    on disk, a boot after it restores the mount before the services), or the mount's restore from the backing
+    (checked), the timer, the record, the services started again. With
     C(state=absent), the mount is written back, unmounted, and the backing's copy returned to the directory on
     disk (checked) before the copies, units and helper go.
   - With O(zram_devices), also carries out the zram role's devices, one transaction each, after the mounts - the

@@ -44,11 +44,11 @@ a boot and the next run. Kinds:
   whole in the directory on disk or the backing's current copy (never only in the lost mount) and neither holds a
   mix of it; in each of those that holds it whole the marker is found and `journalctl --verify` passes, or fails
   only on an active file (system.journal, user-N.journal, or a *.journal~ that journald's boot set aside as
-  unclean): a torn tail. What journalctl reads on the booted host is shown, not required: a cut after the fstab
-  line and before the first copy is checked boots with an empty tmpfs over /var/log and the persist unit failed (no
-  copy to restore), so journald stays in /run and the journal on disk is hidden, as the other kinds' data is hidden
-  until the next run. (The unit is enabled before the fstab line: a boot that mounted the path with it disabled
-  let journald and the writer write into the empty tmpfs, which the next run took for newer data than the backing.) After the next run the mount, the backing's
+  unclean): a torn tail. What journalctl reads on the booted host is shown, not required. (The first copy is
+  checked and the persist unit enabled before the fstab line, so a boot either leaves /var/log on disk or mounts
+  and restores it before journald moves in: on f7abf03 the line came first, and a boot that mounted the path with
+  the unit disabled let journald and the writer write into the empty tmpfs, which the next run took for newer
+  data than the backing, point 53.) After the next run the mount, the backing's
   current copy and the directory on disk hold the fixture, journalctl finds the marker (--verify as above), and the
   end state is the reference's: the mount and its options, /etc/fstab, the records, the units and the journald
   drop-in, the backing's names and the fixture in its current copy, journald writing into the mount, the writer

@@ -258,7 +258,7 @@ LIVE = {"mount", "move", "unmount", "remount", "root", "bind", "release", "copy"
 def test_the_executor_runs_every_kind_of_step_its_families_offer_and_refuses_any_other():
     ex = ex_mod.Executor(lambda argv: (0, "", ""), False, "web1")
     assert set(ex.registry) == KINDS and set(ex.live) == LIVE
-    assert set(ex.probes) == {"mount", "move", "unmount", "swapon", "swapoff", "brd_load", "brd_unload"}
+    assert set(ex.probes) == {"mount", "move", "unmount", "fstab", "swapon", "swapoff", "brd_load", "brd_unload"}
     with pytest.raises(ex_mod.StepError, match="the step 'teleport' is not one this version of ramdisk.provision knows"):
         ex.do("teleport", {})
     with pytest.raises(ex_mod.StepError, match="'teleport'"):
@@ -453,3 +453,52 @@ def test_after_a_reboot_the_services_the_dead_run_stopped_are_stopped_again_befo
     tools = [call for call in ex.calls if call.startswith(("systemctl stop", "systemctl start", "umount"))]
     assert tools == ["systemctl stop app.service", "umount /srv/a", "systemctl start app.service"]
     assert open(paths.FSTAB).read() == FSTAB
+
+
+def _line_last_run(host, stop_after, begun_only, boot):
+    """A journal of a migrate with persist in the order of a new fstab line (move, first copy, its check, the line as
+    boot pivot, the record) cut after step STOP_AFTER, whose `done` is missing when BEGUN_ONLY."""
+    line = ["tmpfs", "/srv/a", "tmpfs", ["size=1M"]]
+    steps = [{"step": "move", "args": {"src": "/run/new/a", "path": "/srv/a", "fstype": "tmpfs", "below": None}},
+             {"step": "sync", "args": {"path": "/srv/a", "backing": str(host / "backing"), "before": [],
+                                       "current": None, "disk": True}},
+             {"step": "verify", "args": {"src": "/srv/a", "dest": str(host / "backing" / "current"),
+                                         "src_name": "the RAM mount", "dest_name": "the backing's first copy"}},
+             {"step": "fstab", "args": {"path": "/srv/a", "line": line, "old": [], "boot_pivot": True}},
+             {"step": "file", "args": {"file": paths.record_file("t"), "text": "{}\n", "mode": 0o644, "old": None}}]
+    journal = Journal(str(host / "journal.jsonl"))
+    journal.txn("dead", "t", {"path": "/srv/a", "action": "migrate", "pivot": 0, "steps": steps})
+    for i in range(stop_after + 1):
+        journal.mark("begin", "dead", "t", i)
+        if not (begun_only and i == stop_after):
+            journal.mark("done", "dead", "t", i, {"mount_id": 7} if i == 0 else {})
+        if i == 0:
+            journal.mark("forward", "dead", "t")
+    journal.close()
+    text = open(journal.path).read().replace('"boot":', '"boot":"%s","was":' % boot, 1)
+    with open(journal.path, "w") as handle:
+        handle.write(text)
+    return journal
+
+
+@pytest.mark.parametrize("stop_after, begun_only, written, way", [
+    (2, False, False, "back"), (3, True, False, "back"), (3, True, True, "forward"), (3, False, True, "forward")],
+    ids=["checked, no line", "line begun, not written", "line begun and written", "line done"])
+def test_after_a_reboot_a_new_line_is_the_point_of_no_return_and_its_probe_reads_fstab(
+        host, stop_after, begun_only, written, way):
+    """Before a new fstab line the boot left the path on disk, where the data of record is: undone. From the line
+    on the boot mounted and restored it: finished, also when the run died after writing the line and before
+    journaling it done (the probe finds the line in /etc/fstab)."""
+    (host / "backing").mkdir()
+    if written:
+        with open(paths.FSTAB, "a") as handle:
+            handle.write("tmpfs /srv/a tmpfs size=1M 0 0\n")
+    ex = PersistRecorder(boot="boot-2")
+    report = ex_mod.recover(ex, _line_last_run(host, stop_after, begun_only, "boot-1"))
+    assert report[0]["way"] == way
+    if way == "back":
+        assert "tmpfs /srv/a" not in open(paths.FSTAB).read() and "undo sync" in ex.calls
+        assert not os.path.exists(paths.record_file("t"))
+    else:
+        assert "tmpfs /srv/a" in open(paths.FSTAB).read() and os.path.exists(paths.record_file("t"))
+        assert "undo sync" not in ex.calls

@@ -85,15 +85,18 @@ def test_a_new_persisted_mount_is_mounted_copied_to_the_backing_checked_then_sta
     assert got[0] == "systemctl stop" and got[-1] == "systemctl start"
     assert steps[0]["args"]["undo"] == ["start", "db.service"]
     assert steps[pivot]["step"] == "mount"
-    # The persist unit is enabled before the fstab line (a boot never mounts the path without the unit that restores
-    # it, before the services), the backing's first copy is checked before it starts, and the record comes last.
-    order = ["mount", "systemctl enable", "fstab", "sync", "verify", "systemctl_start start"]
+    # The backing's first copy is made and checked and the persist unit enabled before the fstab line (a boot never
+    # mounts the path before the backing holds a checked copy and the unit that restores it first is enabled); the
+    # unit starts after the line, and the record comes last.
+    order = ["mount", "sync", "verify", "systemctl enable", "fstab", "systemctl_start start"]
     assert [got.index(name) for name in order] == sorted(got.index(name) for name in order)
     assert steps[got.index("systemctl_start start")]["args"]["unrestore"].endswith(".restored")
     assert steps[-2]["args"]["file"] == paths.record_file(persisted(backing)["token"])
     assert [step["args"]["mode"] for step in steps if step["step"] == "mkdir" and step["args"].get("mode")] == ["0700"]
-    # After a reboot the checked first copy is the point of no return; a new mount held nothing the undo could lose.
-    assert ex_mod.boot_pivot(steps) == got.index("verify") and steps[got.index("sync")]["args"]["disk"]
+    # After a reboot the fstab line is the point of no return (a boot mounts and restores the path from it on); a new
+    # mount held nothing the undo could lose.
+    assert ex_mod.boot_pivot(steps) == got.index("fstab") and steps[got.index("sync")]["args"]["disk"]
+    assert not any(step["args"].get("boot_pivot") for step in steps if step["step"] != "fstab")
 
 
 def test_a_journal_mount_moves_journald_out_and_back_and_restarts_it_with_its_size_limit(persist_host, monkeypatch):
@@ -544,10 +547,11 @@ def test_a_directory_no_rename_can_swap_gets_the_checked_copy_copied_over(tmp_pa
 
 
 def test_a_persist_unit_is_enabled_before_a_new_fstab_line_and_after_the_check_when_the_line_was_there(persist_host):
-    """A boot mounts the path once its fstab line is written: the persist unit is enabled before, so that boot
-    restores the mount before its services start (a cut between the line and the enable let them write into an
-    empty mount, which the next run took for newer data: the power-cut matrix's log kind, point 53). A mount whose
-    line an earlier run wrote keeps the unit's enable after the first copy is checked."""
+    """A boot mounts the path once its fstab line is written: the first copy is checked and the persist unit enabled
+    before, so that boot restores the mount before its services start (a cut between the line and the enable let
+    them write into an empty mount, which the next run took for newer data: the power-cut matrix's log kind, point
+    53), and a boot before the line leaves the path on disk. A mount whose line an earlier run wrote keeps the
+    check as its boot pivot."""
     backing = persist_host / "backing"
     mounted = persist_host / "data"
     os.makedirs(mounted)
@@ -564,7 +568,9 @@ def test_a_persist_unit_is_enabled_before_a_new_fstab_line_and_after_the_check_w
         got = names(steps)
         assert all("boot" not in step for step in steps)
         assert ("fstab" in got) is not line_there, got
+        assert got.index("sync") < got.index("verify") < got.index("systemctl enable"), got
         if not line_there:
-            assert got.index("systemctl enable") < got.index("fstab") < got.index("sync"), got
+            assert got.index("systemctl enable") < got.index("fstab") < got.index("systemctl_start start"), got
+            assert ex_mod.boot_pivot(steps) == got.index("fstab")
         else:
-            assert got.index("sync") < got.index("verify") < got.index("systemctl enable"), got
+            assert ex_mod.boot_pivot(steps) == got.index("verify")
