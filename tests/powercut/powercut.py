@@ -501,11 +501,18 @@ class Run:
         # 2. The power cuts.
         moments = [MOMENTS[n % len(MOMENTS)] for n in range(self.cuts)]
         in_sync = 0
+        retries = 2
         for number, moment in enumerate(moments, 1):
             what = self.cut(moment)
             in_sync += what == "sync"
             under_way = {"-": "nothing", "sync": "a sync", "restore": "the restore"}[what]
             say("cut %d of %d: %s, %s under way" % (number, len(moments), moment, under_way))
+            if moment == "sync" and what != "sync" and retries:
+                # The aim missed: the console's line of the sync's start reached this host late (a loaded host), and
+                # the sync had ended. The boot is checked as after any cut, and another sync cut follows.
+                retries -= 1
+                moments.insert(number, "sync")
+                say("the sync cut came after the sync had ended (its start seen late here): one more sync cut follows")
             following = moments[number] if number < len(moments) else None
             boots = len(self.console.boots)
             # qemu starts the console file afresh, perhaps longer than the last boot's by the time it is read.
@@ -535,7 +542,7 @@ class Run:
             say(line)
         say("syncs: %d, longest %.2f s, mean %.2f s; %d cuts, %d during a sync; %.0f s in all"
             % (len(self.sync_times), max(self.sync_times or [0]), sum(self.sync_times) / max(1, len(self.sync_times)),
-               self.cuts, in_sync, time.monotonic() - began))
+               len(moments), in_sync, time.monotonic() - began))
         if self.errors:
             say("%d properties did not hold:" % len(self.errors))
             for error in self.errors:
