@@ -56,6 +56,8 @@ class Executor(Context):
                          kernel=kernel if kernel is not None else Kernel())
         self.families = (MountSteps(self), ZramSteps(self), BrdSteps(self), PersistSteps(self))
         self.registry, self.probes = compose(self.families)
+        self.boot_probes = dict((kind, probe) for family in self.families
+                                for kind, probe in (family.boot_probes() if hasattr(family, "boot_probes") else {}).items())
         # Steps that act on the kernel or a mount: after a reboot there is nothing left for them to undo or finish.
         self.live = frozenset(kind for family in self.families for kind in family.live)
 
@@ -80,10 +82,11 @@ class Executor(Context):
     def took_effect(self, step, args, same_boot):
         """Whether a pivot that never said done took effect: its family's probe reads the host (in the same boot).
         Without a probe (remount, start): done or not, going on is right."""
-        probe = self.probes.get(step["step"])
         if not same_boot:
-            # A reboot took what a live step made; a file's probe reads what the step left on disk.
-            return probe is not None and not self.is_live(step["step"]) and bool(probe(args))
+            # A reboot took what a live step made; a boot probe reads what the step left in files.
+            probe = self.boot_probes.get(step["step"])
+            return probe is not None and bool(probe(args))
+        probe = self.probes.get(step["step"])
         return probe(args) if probe is not None else True
 
 

@@ -120,8 +120,11 @@ class MountSteps(object):
         }
 
     def probes(self):
-        return {"mount": self.mount_took_effect, "move": self.mount_took_effect, "unmount": self.unmount_took_effect,
-                "fstab": self.fstab_took_effect}
+        return {"mount": self.mount_took_effect, "move": self.mount_took_effect, "unmount": self.unmount_took_effect}
+
+    def boot_probes(self):
+        """Probes of what a step left in files, which hold across a reboot (a boot pivot begun, not said done)."""
+        return {"fstab": self.fstab_took_effect}
 
     def fstab_took_effect(self, args):
         """Whether /etc/fstab holds the step's line (or, for a removal, no line for its path): a file, so this holds
@@ -392,8 +395,8 @@ def build_mount(item, systemd, middle=()):
     """(steps, pivot) of ITEM's mount itself (what _executor.build() gives an item without persist); MIDDLE: steps
     to take before its record (persist's), or before a mount point that goes is removed. Those of MIDDLE marked
     "boot" (what must hold before a boot mounts the path: persist's helper, units, checked first copy and enabled
-    unit) come before the /etc/fstab line when this transaction writes one, in their order, and the line becomes
-    the point of no return after a reboot (boot_pivot); else they stay where they are."""
+    unit) come before the /etc/fstab line when this transaction writes the path's first one, in their order, and
+    the line becomes the point of no return after a reboot (boot_pivot); else they stay where they are."""
     path = item["path"]
     mounts = _steps.mountinfo()
     top = _steps.top_mount(path, mounts)
@@ -513,6 +516,8 @@ def build_mount(item, systemd, middle=()):
         # path on disk, where the data of record is, and the recovery undoes the rest; from the line on it
         # finishes (the line is the boot pivot). Nothing writes into an empty mount at boot that the next run
         # would take for newer data than the backing.
+        if old_lines:
+            boot = []  # a line already mounts the path at boot: persist orders its steps for that (its build())
         steps.extend(boot)
         middle = [step for step in middle if not any(step is moved for moved in boot)]
         pivot_at_boot = {}

@@ -19,11 +19,14 @@ persist, the start of the persist unit: a run killed before it is undone by the 
 finished. Undoing the start of persist first takes away the mark of its restore, so that its stop-time sync refuses
 (the backing is not overwritten); undoing the first copy puts the backing back as it was, only while the data is
 somewhere else too. After a reboot RAM is gone, and the point of no return is the step marked boot_pivot instead
-(the executor's recover): the fstab line of a mount that gets one (written after the first copy is checked and the
-persist unit enabled, so a boot mounts the path only to restore it; the line counts as written when /etc/fstab holds
-it), else the first copy, once checked against the mount (its verify step). Before it the data of record is where
-it was before the run (the directory on disk of a migrate, or, for a live mount, whatever complete copy the backing
-holds, which undo_sync then keeps).
+(the executor's recover): the fstab line of a mount that gets its first one (written after the first copy is
+checked and the persist unit enabled, so a boot mounts the path only to restore it; the line counts as written when
+/etc/fstab holds it); where a line already mounts the path at boot (a live mount gaining persist), the first copy
+made (the unit is enabled before it, so a boot after it restores the copy, and one before it fails the unit rather
+than start the services on an empty mount; the copy counts as made when current names it); else the first copy,
+once checked against the mount (its verify step). Before it the data of record is where it was before the run (the
+directory on disk of a migrate, or, for a live mount, whatever complete copy the backing holds, which undo_sync then
+keeps).
 
 PersistSteps holds the steps' do_ and undo_ functions; the executor composes them with the other families' (_steps).
 """
@@ -42,6 +45,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_
 from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_helper
 from ansible_collections.ramdisk.provision.plugins.module_utils import _steps
 from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import fsync_dir
+from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import lines_for
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_txn import build_mount
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import holds_journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import (
@@ -269,6 +273,15 @@ class PersistSteps(object):
             "journal_var": (self.do_journal_var, self.undo_journal_var),
             "clear_backing": (self.do_clear_backing, self.undo_clear_backing),
         }
+
+    def boot_probes(self):
+        return {"sync": self.sync_took_effect}
+
+    def sync_took_effect(self, args):
+        """Whether the first copy was made: the backing's current names a copy the backing did not hold before the
+        run (a file, so this holds across a reboot; the helper switches current only to a whole copy)."""
+        target = _current_target(args["backing"]) if os.path.isdir(args["backing"]) else None
+        return target is not None and target != args.get("current") and target not in (args.get("before") or ())
 
     def probes(self):
         return {}
@@ -580,7 +593,12 @@ def build(item, ex, after=None):
     # Marked "boot" (see build_mount()): the helper, its units, the first copy and its check, and the enabled unit
     # come before a new fstab line, so that no boot mounts the path until the backing holds a checked copy and the
     # unit that restores it before its services is enabled. journald's new limits stay after the line: they are
-    # the mount's, and journald applies them to wherever /var/log is at its next start.
+    # the mount's, and journald applies them to wherever /var/log is at its next start. Where a line already mounts
+    # the path at boot (a live mount gaining persist), the unit is enabled before the first copy instead, and the
+    # copy made is the point of no return after a reboot: a boot from then on restores it before the services,
+    # and one before it fails the unit (no copy yet) and the services that require it, rather than let them write
+    # into an empty mount that the next run would take for newer data than the copy.
+    line_before = bool(lines_for(_steps.read_text(paths.FSTAB) or "", path))
     middle = []
     create = []
     journald_text = journald_dropin_text(item)
@@ -594,6 +612,8 @@ def build(item, ex, after=None):
     file_step(middle, paths.PERSIST_HELPER, persist_helper_text(), mode=0o755, header=False)
     file_step(middle, paths.PERSIST_DELTA, delta_helper_text(), mode=0o644, header=False)
     file_step(middle, paths.persist_conf_file(token), conf_text(item))
+    unit_active, enabled = unit_state(names["persist"], True, ex.run_command) if state["unit"] else (False, False)
+    timer_active = unit_state(names["timer"], True, ex.run_command)[0] if state["unit"] else False
     texts = unit_texts(item)
     changed = {}
     for kind in ("persist", "sync", "timer"):
@@ -602,30 +622,37 @@ def build(item, ex, after=None):
         middle.append(_step("reload"))
     for step in middle:
         step["boot"] = True
+    if state["unit"] and changed["persist"]:
+        # [Install] links follow the unit's new RequiredBy=.
+        enable = dict(_systemctl(["reenable", names["persist"]]), boot=True)
+    elif not enabled:
+        enable = dict(_systemctl(["enable", names["persist"]], ["disable", names["persist"]]), boot=True)
+    else:
+        enable = None
     # Before the services start again: journald, moved out of the mount with them, moves in with its new limits.
     _journald_steps(middle, token, journald_text)
-    unit_active, enabled = unit_state(names["persist"], True, ex.run_command) if state["unit"] else (False, False)
-    timer_active = unit_state(names["timer"], True, ex.run_command)[0] if state["unit"] else False
     if decision.get("adopt") and decision.get("source") == "ram":
         # Where the data is besides RAM until the first copy is checked: a migrate leaves the directory on disk as
         # it was, a new mount starts empty; a live mount has no other copy, so after a reboot its backing's copy is
         # the only one (undo_sync).
         elsewhere = {"disk": True} if mount_item.get("action") in ("migrate", "mount") else \
             {"mount_id": (_steps.top_mount(path) or {}).get("mount_id")}
+        if line_before and enable is not None:
+            middle.append(enable)
+            enable = None
+        # boot_pivot: after a reboot (RAM gone) the point of no return, whatever the pivot of this boot: before it
+        # the data of record is where it was (recover rolls back), from it on the backing's copy: the copy checked,
+        # or, where a line already mounts the path at boot and the unit that restores it is enabled, the copy made
+        # (its probe reads current). Before a new fstab line (build_mount) the line takes it over.
         middle.append(dict(_step("sync", path=path, backing=backing, token=token, helper=paths.PERSIST_HELPER,
                                  before=state["names"],
-                                 current=_current_target(backing) if os.path.isdir(backing) else None, **elsewhere),
-                           boot=True))
-        # boot_pivot: after a reboot (RAM gone) the point of no return, whatever the pivot of this boot: before it
-        # the data of record is where it was (recover rolls back), from it on the backing's checked copy. Before a
-        # new fstab line (build_mount), the line takes it over: a boot mounts the path from the line on.
+                                 current=_current_target(backing) if os.path.isdir(backing) else None,
+                                 **dict(elsewhere, **({"boot_pivot": True} if line_before else {}))), boot=True))
         middle.append(dict(_step("verify", src=path, dest=backing + "/current/.", src_name="the RAM mount",
-                                 dest_name="the backing's first copy", backing=backing, boot_pivot=True), boot=True))
-    if state["unit"] and changed["persist"]:
-        # [Install] links follow the unit's new RequiredBy=.
-        middle.append(dict(_systemctl(["reenable", names["persist"]]), boot=True))
-    elif not enabled:
-        middle.append(dict(_systemctl(["enable", names["persist"]], ["disable", names["persist"]]), boot=True))
+                                 dest_name="the backing's first copy", backing=backing,
+                                 **({} if line_before else {"boot_pivot": True})), boot=True))
+    if enable is not None:
+        middle.append(enable)
     restored = "%s/%s.restored" % (paths.PERSIST_STATE_DIR, token)
     start = None
     if decision.get("verify") == "restore" and unit_active:

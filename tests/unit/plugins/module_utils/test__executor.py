@@ -258,7 +258,8 @@ LIVE = {"mount", "move", "unmount", "remount", "root", "bind", "release", "copy"
 def test_the_executor_runs_every_kind_of_step_its_families_offer_and_refuses_any_other():
     ex = ex_mod.Executor(lambda argv: (0, "", ""), False, "web1")
     assert set(ex.registry) == KINDS and set(ex.live) == LIVE
-    assert set(ex.probes) == {"mount", "move", "unmount", "fstab", "swapon", "swapoff", "brd_load", "brd_unload"}
+    assert set(ex.probes) == {"mount", "move", "unmount", "swapon", "swapoff", "brd_load", "brd_unload"}
+    assert set(ex.boot_probes) == {"fstab", "sync"}
     with pytest.raises(ex_mod.StepError, match="the step 'teleport' is not one this version of ramdisk.provision knows"):
         ex.do("teleport", {})
     with pytest.raises(ex_mod.StepError, match="'teleport'"):
@@ -502,3 +503,44 @@ def test_after_a_reboot_a_new_line_is_the_point_of_no_return_and_its_probe_reads
     else:
         assert "tmpfs /srv/a" in open(paths.FSTAB).read() and os.path.exists(paths.record_file("t"))
         assert "undo sync" not in ex.calls
+
+
+def _live_run(host, stop_after, begun_only, boot):
+    """A journal of a live mount gaining persist (its fstab line there already): the unit enabled, the first copy
+    as boot pivot, its check, the unit started, the record; cut after step STOP_AFTER (its done missing when
+    BEGUN_ONLY)."""
+    steps = [{"step": "systemctl", "args": {"argv": ["enable", "p.service"], "undo": ["disable", "p.service"]}},
+             {"step": "sync", "args": {"path": "/srv/a", "backing": str(host / "backing"), "before": [],
+                                       "current": None, "mount_id": 7, "boot_pivot": True}},
+             {"step": "verify", "args": {"src": "/srv/a", "dest": str(host / "backing" / "current"),
+                                         "src_name": "the RAM mount", "dest_name": "the backing's first copy"}},
+             {"step": "file", "args": {"file": paths.record_file("t"), "text": "{}\n", "mode": 0o644, "old": None}}]
+    journal = Journal(str(host / "journal.jsonl"))
+    journal.txn("dead", "t", {"path": "/srv/a", "action": "ok", "pivot": None, "steps": steps})
+    for i in range(stop_after + 1):
+        journal.mark("begin", "dead", "t", i)
+        if not (begun_only and i == stop_after):
+            journal.mark("done", "dead", "t", i, {})
+    journal.close()
+    text = open(journal.path).read().replace('"boot":', '"boot":"%s","was":' % boot, 1)
+    with open(journal.path, "w") as handle:
+        handle.write(text)
+    return journal
+
+
+@pytest.mark.parametrize("stop_after, begun_only, copied, way", [
+    (0, False, False, "back"), (1, True, False, "back"), (1, True, True, "forward"), (1, False, True, "forward")],
+    ids=["enabled, no copy", "copy begun, not made", "copy begun and made", "copy done"])
+def test_after_a_reboot_a_live_mounts_first_copy_made_is_its_point_of_no_return(host, stop_after, begun_only,
+                                                                                copied, way):
+    """The boot mounted the path from its old line and the enabled unit restored the copy, if one was made (the
+    helper switches current only to a whole copy): from then on the transaction is finished; before, undone."""
+    (host / "backing").mkdir()
+    if copied:
+        (host / "backing" / "snap-1").mkdir()
+        os.symlink("snap-1", str(host / "backing" / "current"))
+    ex = PersistRecorder(boot="boot-2")
+    report = ex_mod.recover(ex, _live_run(host, stop_after, begun_only, "boot-1"))
+    assert report[0]["way"] == way
+    assert os.path.exists(paths.record_file("t")) == (way == "forward")
+    assert ("systemctl disable p.service" in ex.calls) == (way == "back")

@@ -546,12 +546,14 @@ def test_a_directory_no_rename_can_swap_gets_the_checked_copy_copied_over(tmp_pa
     assert sorted(os.listdir(tmp_path)) == ["backing", "disk"]
 
 
-def test_a_persist_unit_is_enabled_before_a_new_fstab_line_and_after_the_check_when_the_line_was_there(persist_host):
-    """A boot mounts the path once its fstab line is written: the first copy is checked and the persist unit enabled
-    before, so that boot restores the mount before its services start (a cut between the line and the enable let
-    them write into an empty mount, which the next run took for newer data: the power-cut matrix's log kind, point
-    53), and a boot before the line leaves the path on disk. A mount whose line an earlier run wrote keeps the
-    check as its boot pivot."""
+def test_a_persist_unit_is_enabled_before_a_boot_can_mount_the_path(persist_host):
+    """A boot mounts the path once a fstab line names it. A new line comes after the first copy is checked and the
+    persist unit enabled, and is the point of no return after a reboot: a boot before it leaves the path on disk,
+    one after it restores the mount before its services (a cut between the line and the enable let them write
+    into an empty mount, which the next run took for newer data: the power-cut matrix's log kind, point 53). Where
+    a line was there already (a live mount gaining persist), the unit is enabled before the first copy, and the
+    copy made is the point of no return: a boot before it fails the unit and the services that require it, one
+    after it restores the copy."""
     backing = persist_host / "backing"
     mounted = persist_host / "data"
     os.makedirs(mounted)
@@ -568,9 +570,9 @@ def test_a_persist_unit_is_enabled_before_a_new_fstab_line_and_after_the_check_w
         got = names(steps)
         assert all("boot" not in step for step in steps)
         assert ("fstab" in got) is not line_there, got
-        assert got.index("sync") < got.index("verify") < got.index("systemctl enable"), got
+        assert [step["step"] for step in steps if step["args"].get("boot_pivot")] == ["sync" if line_there else "fstab"]
         if not line_there:
-            assert got.index("systemctl enable") < got.index("fstab") < got.index("systemctl_start start"), got
-            assert ex_mod.boot_pivot(steps) == got.index("fstab")
+            assert got.index("sync") < got.index("verify") < got.index("systemctl enable") < got.index("fstab") < \
+                got.index("systemctl_start start"), got
         else:
-            assert ex_mod.boot_pivot(steps) == got.index("verify")
+            assert got.index("systemctl enable") < got.index("sync") < got.index("verify"), got
