@@ -180,16 +180,23 @@ def _dd_file(ctx):
 def _dd_write(flag):
     def command(ctx):
         return {"argv": ["dd", "if=" + ctx["random"], "of=" + _dd_file(ctx), "bs=1M",
-                         "count=%d" % (ctx["size_bytes"] // MIB), flag], "warm": [ctx["random"]]}
+                         "count=%d" % (ctx["size_bytes"] // MIB), flag], "warm": [ctx["random"]],
+                "remove": [_dd_file(ctx)]}
     return command
 
 
 def _dd_read(ctx):
+    """The read makes its own file first, out of the clock (so a round that reruns only the read, as the settle step
+    may, has one), and removes it after, so a target holds one test file at a time."""
+    write = ["dd", "if=" + ctx["random"], "of=" + _dd_file(ctx), "bs=1M", "count=%d" % (ctx["size_bytes"] // MIB),
+             "conv=fdatasync", "status=none"]
     if ctx["mode"] == DIRECT:
-        return {"argv": ["dd", "if=" + _dd_file(ctx), "of=/dev/null", "bs=1M", "iflag=direct"]}
-    # Buffered: the pages the writes left are dropped first (a no-op on tmpfs and ramfs, whose pages are the data).
+        return {"argv": ["dd", "if=" + _dd_file(ctx), "of=/dev/null", "bs=1M", "iflag=direct"], "before": [write],
+                "remove": [_dd_file(ctx)]}
+    # Buffered: the pages the write left are dropped first (a no-op on tmpfs and ramfs, whose pages are the data).
     return {"argv": ["dd", "if=" + _dd_file(ctx), "of=/dev/null", "bs=1M"],
-            "before": [["dd", "if=" + _dd_file(ctx), "iflag=nocache", "count=0", "status=none"]]}
+            "before": [write, ["dd", "if=" + _dd_file(ctx), "iflag=nocache", "count=0", "status=none"]],
+            "remove": [_dd_file(ctx)]}
 
 
 def _metadata_command(ctx):
@@ -217,9 +224,17 @@ def _pgbench_command(select_only):
 
 
 def _compile_command(ctx):
+    """The build of a fresh copy of the source tree, copied out of the clock as the build user (modes and times kept,
+    so make sees the tree as it is at the source) and removed after. The directories above the copy let the user
+    pass (0711), not list."""
     build = [part.replace("{cores}", str(ctx["cores"])) for part in ctx["compile_command"]]
-    return {"argv": ["runuser", "-u", ctx["compile_user"], "--"] + build,
-            "chdir": "%s/compile/round-%d" % (ctx["dir"], ctx["round"]), "output": RUN_RECORD}
+    user, chdir = ctx["compile_user"], "%s/compile/round-%d" % (ctx["dir"], ctx["round"])
+    return {"argv": ["runuser", "-u", user, "--"] + build, "chdir": chdir, "output": RUN_RECORD,
+            "mkdir": [{"path": ctx["dir"].rsplit("/", 1)[0], "mode": "0711"}, {"path": ctx["dir"], "mode": "0711"},
+                      {"path": ctx["dir"] + "/compile", "mode": "0700", "owner": user}],
+            "before": [["runuser", "-u", user, "--", "cp", "-R", "--preserve=mode,timestamps",
+                        ctx["compile_source"], chdir]],
+            "remove": [chdir]}
 
 
 # --- the registry ---------------------------------------------------------------------------------
@@ -288,12 +303,16 @@ def seed_scale(size_bytes, spec, runs, user="nobody"):
 def _seed_block(flag=None, read=False):
     def command(ctx):
         scale, block = ctx["seed"], "bs=%d" % ctx["seed"]["block_bytes"]
-        if read:
-            return {"argv": ["dd", "if=%s/block.bin" % ctx["dir"], "of=/dev/null", block],
-                    "seed_entry": {"kind": "dd_block", "block_size": scale["block_bytes"]}}
         argv = ["dd", "if=" + ctx["random"], "of=%s/block.bin" % ctx["dir"], block, "count=1", "iflag=fullblock"]
-        return {"argv": argv + ([flag] if flag else []), "warm": [ctx["random"]],
-                "seed_entry": {"kind": "dd_block", "block_size": scale["block_bytes"]}}
+        out = {"seed_entry": {"kind": "dd_block", "block_size": scale["block_bytes"]}, "warm": [ctx["random"]],
+               "remove": ["%s/block.bin" % ctx["dir"]]}
+        if read:
+            # The write-up read the block its write had just left: the read writes it first, out of the clock.
+            out["before"] = [argv + ["status=none"]]
+            out["argv"] = ["dd", "if=%s/block.bin" % ctx["dir"], "of=/dev/null", block]
+            return out
+        out["argv"] = argv + ([flag] if flag else [])
+        return out
     return command
 
 
@@ -302,7 +321,7 @@ def _seed_files(ctx):
     return {"argv": ["xargs", "-I", "{}", "dd", "if=" + ctx["random"], "of=%s/f{}" % folder, "bs=1k", "count=1",
                      "skip={}", "oflag=dsync", "status=none"],
             "stdin": "\n".join(str(number) for number in range(files)), "mkdir": [{"path": folder, "mode": "0700"}],
-            "seed_entry": {"kind": "dd_files", "files": files}}
+            "seed_entry": {"kind": "dd_files", "files": files}, "remove": [folder]}
 
 
 def _seed_bonnie(ctx):
@@ -311,7 +330,7 @@ def _seed_bonnie(ctx):
                      "%d:%d:0:%d" % (scale["bonnie_files"], scale["bonnie_max_bytes"], scale["bonnie_dirs"]),
                      "-d", ctx["dir"] + "/bonnie", "-u", scale["bonnie_user"]],
             "mkdir": [{"path": ctx["dir"] + "/bonnie", "mode": "0700", "owner": scale["bonnie_user"]}],
-            "seed_entry": {"kind": "bonnie"}}
+            "seed_entry": {"kind": "bonnie"}, "remove": [ctx["dir"] + "/bonnie"]}
 
 
 def _seed_dbtest(ctx):
@@ -324,7 +343,8 @@ def _seed_dbtest(ctx):
 
 def _seed_pg_test_fsync(ctx):
     return {"argv": [ctx["seed_tools"].get("pg_test_fsync", ""), "-f", ctx["dir"] + "/pg_test_fsync.out", "-s",
-                     "%d" % ctx["seed"]["pg_seconds"]], "seed_entry": {"kind": "pg_test_fsync"}}
+                     "%d" % ctx["seed"]["pg_seconds"]], "seed_entry": {"kind": "pg_test_fsync"},
+            "remove": [ctx["dir"] + "/pg_test_fsync.out"]}
 
 
 def _seed_64k(read=False):
@@ -335,9 +355,11 @@ def _seed_64k(read=False):
         argv += ["bs=64k", "count=%d" % scale["dd_count"]] + ([] if read else ["conv=fdatasync"])
         out = {"argv": ["xargs", "-I", "{}"] + argv,
                "stdin": "\n".join(str(number) for number in range(scale["dd_repeats"])),
-               "seed_entry": {"kind": "dd_repeat"}}
-        if not read:
-            out["warm"] = [ctx["random"]]
+               "seed_entry": {"kind": "dd_repeat"}, "warm": [ctx["random"]], "remove": [target]}
+        if read:
+            # The reads need the file the writes left: made first, out of the clock.
+            out["before"] = [["dd", "if=" + ctx["random"], "of=" + target, "bs=64k", "count=%d" % scale["dd_count"],
+                              "conv=fdatasync", "status=none"]]
         return out
     return command
 
@@ -449,8 +471,8 @@ def _target_errors(host, targets, mem_available):
 
 def plan(targets, profile, host="localhost", tests=("dd", "fio", "metadata"), fio_jobs=FIO_JOBS, runs=0, cores=1,
          dir_name="ramdisk-bench", random_file="", raw_dir="", mem_total=None, mem_available=None,
-         pg_bin="", compile_command=(), compile_user="", seeds=(), seed_tools=None):
-    """{"items", "errors", "size_bytes", "skipped" ({seed: why}), "context"}: every item of the run, in the order it
+         pg_bin="", compile_command=(), compile_user="", compile_source="", seeds=(), seed_tools=None):
+    """{"items", "errors", "size_bytes", "skipped" ({seed: why}), "context", "dirs", "setup", "teardown"}: every item of the run, in the order it
     runs (round by round, the targets taking turns, round 0 the warm-up), or, when anything is wrong, no items and
     every error.
 
@@ -494,10 +516,12 @@ def plan(targets, profile, host="localhost", tests=("dd", "fio", "metadata"), fi
     if "pgbench" in tests and not pg_bin:
         errors.append("Host %s: benchmark_tests asks for pgbench, but no PostgreSQL with initdb, pg_ctl and pgbench"
                       " is installed (Debian: postgresql). Install it or leave pgbench out." % host)
-    if "compile" in tests and (isinstance(compile_command, str) or not compile_command or not compile_user):
-        errors.append("Host %s: benchmark_compile_command is %s and benchmark_compile_user %r: the compile test"
-                      " needs a list of arguments and an unprivileged user. Give both, such as [make, \"-j{cores}\"]"
-                      " and nobody." % (host, json.dumps(compile_command), compile_user))
+    if "compile" in tests and (isinstance(compile_command, str) or not compile_command or not compile_user
+                               or not compile_source):
+        errors.append("Host %s: benchmark_compile_command is %s, benchmark_compile_user %r and benchmark_compile_source"
+                      " %r: the compile test needs a list of arguments, an unprivileged user and a source tree. Give"
+                      " all three, such as [make, \"-j{cores}\"], nobody and /usr/src/project."
+                      % (host, json.dumps(compile_command), compile_user, compile_source))
     # The profile's runs are raised to the least the decision rule needs; a benchmark_runs below it is an error.
     measured = int(runs) if runs else max(int(profile.get("runs") or 0), _bench_stats.MIN_RUNS)
     if measured < _MIN_RUNS:
@@ -515,49 +539,91 @@ def plan(targets, profile, host="localhost", tests=("dd", "fio", "metadata"), fi
                                                                           or entry["id"] in fio_jobs))
                or (entry["group"][5:] in seeds and entry["group"][5:] not in skipped)]
     context = {"seed": seed_scale(size, profile, measured, seed_tools.get("user") or "nobody") if seeds else {},
-               "seed_tools": seed_tools}
+               "seed_tools": seed_tools, "host": host, "size_bytes": size, "cores": max(1, int(cores)),
+               "dir_name": dir_name, "random": random_file, "raw_dir": raw_dir, "mem_total": mem_total,
+               "pg_bin": pg_bin, "compile_command": list(compile_command), "compile_user": compile_user,
+               "compile_source": compile_source, "profile": profile}
     runs_of = [(entry, mode, group) for entry in entries for mode, group in _modes(entry, targets)]
     items = []
     for round_number in range(0, measured + 1):
-        items.extend(_round_items(host, runs_of, targets, profile, round_number, size, cores, dir_name, random_file,
-                                  raw_dir, mem_total, pg_bin, compile_command, compile_user,
-                                  context))
-    return {"items": items, "errors": [], "size_bytes": size, "skipped": skipped, "context": context}
+        items.extend(_round_items(runs_of, targets, round_number, context))
+    out = {"items": items, "errors": [], "size_bytes": size, "skipped": skipped, "context": context}
+    out.update(_host_steps(targets, tests, entries, context))
+    return out
 
 
 _MIN_RUNS = _bench_stats.MIN_RUNS
 
 
-def _round_items(host, runs_of, targets, profile, round_number, size, cores, dir_name, random_file, raw_dir,
-                 mem_total, pg_bin, compile_command, compile_user, extra=None):
+def _test_dir(target, context):
+    return "%s/%s/%s" % (target["path"], context["dir_name"], target["label"])
+
+
+def _host_steps(targets, tests, entries, context):
+    """What the run makes before its first item and undoes after its last: {"dirs": [{path, mode, owner}],
+    "setup": [argv], "teardown": [argv]} - the raw directory and a test directory per target, the random data the
+    dd writes copy (never /dev/zero, which zram stores for free), and pgbench's private cluster per target (the
+    host's own binaries as the postgres user, a socket directory of its own and no TCP listener, so it never meets a
+    running server or its data; stopped by the teardown whatever happened)."""
+    dirs = ([{"path": context["raw_dir"], "mode": "0700"}] if context["raw_dir"] else [])
+    dirs += [{"path": _test_dir(target, context), "mode": "0700"} for target in targets]
+    setup, teardown = [], []
+    if context["random"]:
+        # As much as one dd write copies, or the seeds' small files read, at least 1 MiB.
+        profile = context["profile"]
+        # dd (and the seeds' dd tests, whose small files skip through it 1 KiB at a time) copies from it.
+        uses_dd = any(entry["tool"] == "dd" for entry in entries)
+        mib = max(context["size_bytes"] // MIB, (int(profile.get("small_files") or 0) + 1023) // 1024, 1) if uses_dd else 1
+        setup.append(["dd", "if=/dev/urandom", "of=" + context["random"], "bs=1M", "count=%d" % mib,
+                      "iflag=fullblock", "status=none"])
+    if "pgbench" in tests:
+        bin_dir = context["pg_bin"]
+        as_postgres = ["runuser", "-u", "postgres", "--"]
+        # About 16 MB of tables per unit of scale: the profile's, within the test size.
+        scale = max(min(int(context["profile"]["pgbench_scale"]), context["size_bytes"] // (16 * MIB)), 1)
+        for target in targets:
+            test_dir = _test_dir(target, context)
+            pg_dir = test_dir + "/pgbench"
+            # The run's directories are 0700; 0711 lets the postgres user pass, not list.
+            dirs += [{"path": "%s/%s" % (target["path"], context["dir_name"]), "mode": "0711"},
+                     {"path": test_dir, "mode": "0711"}, {"path": pg_dir, "mode": "0700", "owner": "postgres"}]
+            setup += [as_postgres + [bin_dir + "/initdb", "-D", pg_dir + "/data", "-A", "trust", "-U", "postgres",
+                                     "-E", "UTF8", "--locale=C"],
+                      as_postgres + [bin_dir + "/pg_ctl", "-D", pg_dir + "/data", "-l", pg_dir + "/server.log", "-w",
+                                     "-o", "-k %s -p %s -c listen_addresses=" % (pg_dir, PG_PORT), "start"],
+                      as_postgres + [bin_dir + "/pgbench", "-i", "-q", "-s", str(scale), "-h", pg_dir, "-p", PG_PORT,
+                                     "-U", "postgres", "postgres"]]
+            teardown.append(as_postgres + [bin_dir + "/pg_ctl", "-D", pg_dir + "/data", "-m", "fast", "-w", "stop"])
+    return {"dirs": dirs, "setup": setup, "teardown": teardown}
+
+
+def _round_items(runs_of, targets, round_number, context):
     items = []
     # What the tests before left to write back goes out before the clock starts: every target's file system and the
     # raw files' (syncfs, not sync(2) of the whole host, so a busy mount elsewhere neither delays nor blocks a test).
     sync = []
-    for path in [target["path"] for target in targets] + ([raw_dir] if raw_dir else []):
+    for path in [target["path"] for target in targets] + ([context["raw_dir"]] if context["raw_dir"] else []):
         if path not in sync:
             sync.append(path)
     for target in targets:
         for entry, mode, group in runs_of:
             if target not in group:
                 continue
-            ctx = {"dir": "%s/%s/%s" % (target["path"], dir_name, target["label"]), "size_bytes": size,
-                   "cores": max(1, int(cores)), "mode": mode, "profile": profile, "random": random_file,
-                   "round": round_number, "pg_bin": pg_bin, "compile_command": list(compile_command),
-                   "compile_user": compile_user,
-                   "raw": "%s/%s-%s-%s-%d.out" % (raw_dir, entry["id"], target["label"], mode, round_number)}
-            ctx.update(extra or {})
-            item = {"host": host, "label": target["label"], "path": target["path"], "kind": target["kind"],
-                    "probe": entry["id"], "tool": entry["tool"], "test": entry["test"], "round": round_number,
-                    "warmup": round_number == 0, "mode": mode, "policy": entry["policy"], "why": entry["why"],
-                    "figures": entry["figures"], "raw": ctx["raw"], "before": [], "warm": []}
+            ctx = dict(context, dir=_test_dir(target, context), mode=mode, round=round_number,
+                       raw="%s/%s-%s-%s-%d.out" % (context["raw_dir"], entry["id"], target["label"], mode,
+                                                   round_number))
+            item = {"host": context["host"], "label": target["label"], "path": target["path"],
+                    "kind": target["kind"], "probe": entry["id"], "tool": entry["tool"], "test": entry["test"],
+                    "round": round_number, "warmup": round_number == 0, "mode": mode, "policy": entry["policy"],
+                    "why": entry["why"], "figures": entry["figures"], "raw": ctx["raw"], "before": [], "warm": [],
+                    "remove": []}
             item.update(entry["command"](ctx))
             if entry["tool"] == "fio":
                 # fio writes its JSON+ to the raw file itself.
                 item["output"] = FILE_OUTPUT
             item.setdefault("output", TEXT_OUTPUT)
             item["sync"] = list(sync)
-            item["note"] = _note(target, mode, size, mem_total)
+            item["note"] = _note(target, mode, context["size_bytes"], context["mem_total"])
             items.append(item)
     return items
 
@@ -591,12 +657,14 @@ def comparisons(items):
     return sorted(key for key, seen in kinds.items() if seen >= {"ram", "disk"})
 
 
-def settle(items, figures, targets, profile, **options):
+def settle(items, figures, targets, profile, max_runs=_bench_stats.MAX_RUNS, cov_limit=_bench_stats.COV_LIMIT,
+           **options):
     """The settle step: {"items": the next rounds to run, "status": the stopping rule per figure}. ITEMS are the
     plan's items run so far, FIGURES what parse() made of them (warm-ups left out here). Per comparison (probe and
-    mode) and judged figure, each target's runs go through _bench_stats.stop(); where any target of a comparison
-    needs more runs, every target of it runs them, so both sides keep taking turns. No items: every figure is
-    steady or at the cap (the status says which)."""
+    mode) and judged figure, each target's runs go through _bench_stats.stop() (MAX_RUNS its cap, COV_LIMIT the
+    coefficient of variation it stops at); where any target of a comparison needs more runs, every target of it
+    runs them, so both sides keep taking turns. No items: every figure is steady or at the cap (the status says
+    which)."""
     base = plan(targets, profile, **options)
     if base["errors"]:
         return {"items": [], "status": [], "errors": base["errors"]}
@@ -616,7 +684,7 @@ def settle(items, figures, targets, profile, **options):
                           if (figure["probe"], figure["mode"], figure["label"], figure["op"])
                           == (probe_id, mode, label, judged["op"]) and not figure["warmup"]
                           and figure.get(judged["metric"]) is not None]
-                rule = _bench_stats.stop(values)
+                rule = _bench_stats.stop(values, max_runs=max_runs, cov_limit=cov_limit)
                 status.append(dict(rule, probe=probe_id, mode=mode, label=label, op=judged["op"],
                                    metric=judged["metric"]))
                 wanted[(probe_id, mode)] = max(wanted.get((probe_id, mode), 0), rule["more"])
@@ -627,13 +695,7 @@ def settle(items, figures, targets, profile, **options):
             if not last[key] < round_number <= last[key] + wanted[key]:
                 continue
             runs_of = [(probe(key[0]), key[1], [by_label[label] for label in groups[key]])]
-            new.extend(_round_items(options.get("host", "localhost"), runs_of, targets, profile, round_number,
-                                    base["size_bytes"], options.get("cores", 1),
-                                    options.get("dir_name", "ramdisk-bench"),
-                                    options.get("random_file", ""), options.get("raw_dir", ""),
-                                    options.get("mem_total"), options.get("pg_bin", ""),
-                                    options.get("compile_command", ()), options.get("compile_user", ""),
-                                    base["context"]))
+            new.extend(_round_items(runs_of, targets, round_number, base["context"]))
     # Round by round, the targets taking turns, as in the plan.
     order = dict((target["label"], place) for place, target in enumerate(targets))
     new.sort(key=lambda one: (one["round"], order[one["label"]]))

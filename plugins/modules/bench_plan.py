@@ -89,6 +89,10 @@ options:
     description: The unprivileged user the build runs as.
     type: str
     default: ""
+  compile_source:
+    description: The source tree the compile test copies (out of the clock, as O(compile_user)) before each build.
+    type: str
+    default: ""
 extends_documentation_fragment:
   - ramdisk.provision._attributes
   - ramdisk.provision._attributes.check_mode_full
@@ -148,6 +152,38 @@ skipped:
   returned: always
   type: dict
   sample: {bonnie: "bonnie++ is not installed on this host (Debian package bonnie++), ..."}
+dirs:
+  description: The directories to make before the first item, each with C(path), C(mode) and where needed C(owner).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{path: /var/tmp/ramdisk-bench/raw, mode: "0700"}, {path: /srv/ram/ramdisk-bench/ram, mode: "0700"}]
+setup:
+  description:
+    - The commands to run, in order, after the directories and before the first item, as lists of arguments (no
+      shell) - the random data the dd writes copy, and for pgbench each target's private cluster made, started and
+      filled.
+  returned: always
+  type: list
+  elements: list
+  sample: [[dd, if=/dev/urandom, of=/var/tmp/ramdisk-bench/random.bin, bs=1M, count=64, iflag=fullblock, status=none]]
+teardown:
+  description: The commands to run after the last item, also when one failed (pgbench's clusters stopped).
+  returned: always
+  type: list
+  elements: list
+  sample: []
+settle_args:
+  description:
+    - What M(ramdisk.provision.bench_settle) needs to plan further rounds as this plan did - these options and the
+      host's C(cores) and C(mem_total). Empty with errors.
+  returned: always
+  type: dict
+summary:
+  description: One line on what will be measured - the cores, the tests (seeds with why one is skipped) and each target.
+  returned: always
+  type: str
+  sample: "2 cores, tests dd, fio, metadata; ram = /srv/ram (ram, 64 MiB per test); disk = /var/tmp (disk, 64 MiB per test)"
 host_facts:
   description: What was read on the host for the plan - C(cores), C(mem_total) and C(mem_available) (bytes).
   returned: always
@@ -195,6 +231,7 @@ def main():
             pg_bin=dict(type="str", default=""),
             compile_command=dict(type="list", elements="str", default=[]),
             compile_user=dict(type="str", default=""),
+            compile_source=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
@@ -205,19 +242,39 @@ def main():
     except (OSError, ValueError) as exc:
         module.fail_json(msg="Host %s: could not read the host's cores and memory for the benchmark plan: %s. The plan"
                              " needs Linux with /proc mounted." % (host, exc))
-    fio_jobs = _probes.FIO_JOBS if params["fio_jobs"] is None else params["fio_jobs"]
-    result = _probes.plan(params["targets"], params["profile"], host=host, tests=params["tests"], fio_jobs=fio_jobs,
-                          runs=params["runs"], cores=facts["cores"], dir_name=params["dir_name"],
-                          random_file=params["random_file"] or "", raw_dir=params["raw_dir"] or "",
-                          mem_total=facts["mem_total"], mem_available=facts["mem_available"], pg_bin=params["pg_bin"],
-                          compile_command=params["compile_command"], compile_user=params["compile_user"],
-                          seeds=params["seeds"], seed_tools=params["seed_tools"])
+    args = settle_args(params, facts)
+    result = _probes.plan(params["targets"], params["profile"], mem_available=facts["mem_available"], **args)
     out = {"changed": False, "probe_items": result["items"], "errors": result["errors"], "size_bytes": result["size_bytes"],
-           "skipped": result["skipped"], "host_facts": facts}
+           "skipped": result["skipped"], "host_facts": facts, "dirs": result.get("dirs", []),
+           "setup": result.get("setup", []), "teardown": result.get("teardown", []), "settle_args": {}, "summary": ""}
     if result["errors"]:
         module.fail_json(msg="The benchmark plan of host %s has %d error(s), so nothing ran: %s"
                              % (host, len(result["errors"]), " ".join(result["errors"])), **out)
+    out["settle_args"] = dict(args, targets=params["targets"], profile=params["profile"])
+    out["summary"] = summary(params["targets"], params["tests"], params["seeds"], result, facts["cores"])
     module.exit_json(**out)
+
+
+def settle_args(params, facts):
+    """The keyword arguments of _probes.plan() (and of settle()) from the module's options and the host's facts."""
+    return {"host": params["host"], "tests": params["tests"],
+            "fio_jobs": list(_probes.FIO_JOBS if params["fio_jobs"] is None else params["fio_jobs"]),
+            "runs": params["runs"], "cores": facts["cores"], "dir_name": params["dir_name"],
+            "random_file": params["random_file"] or "", "raw_dir": params["raw_dir"] or "",
+            "mem_total": facts["mem_total"], "pg_bin": params["pg_bin"],
+            "compile_command": params["compile_command"], "compile_user": params["compile_user"],
+            "compile_source": params["compile_source"], "seeds": params["seeds"], "seed_tools": params["seed_tools"]}
+
+
+def summary(targets, tests, seeds, result, cores):
+    """One line on what will be measured."""
+    size = "%d MiB" % (result["size_bytes"] // _probes.MIB)
+    what = ", ".join(list(tests) + ["%s (skipped: %s)" % (seed, result["skipped"][seed]) if seed in result["skipped"]
+                                    else seed for seed in seeds])
+    return "%d cores, tests %s; %s" % (cores, what, "; ".join(
+        "%s = %s (%s%s, %s per test)" % (target["label"], target["path"], target["kind"],
+                                         ", " + target["backend"] if target.get("backend") else "", size)
+        for target in targets))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ description:
     (C(sync): syncfs(2), so the tests before do not write back during this one), runs its C(before) commands
     (such as dropping a file''s cached pages), reads its C(warm) files through, reads the block device counters
     (C(/sys/block/<dev>/stat)) of every level of the block device stack under the target, runs the command (no
-    shell; C(LC_ALL=C)) or the program the item names, and reads the counters again.'
+    shell; C(LC_ALL=C)) or the program the item names, reads the counters again, and removes what the item made
+    (C(remove): its test file, a build's copy), so a target holds one test file at a time.'
   - The raw output goes to the item's raw file whole or not at all (a temporary file beside it, synced, renamed,
     the directory synced); a command that writes its raw file itself (fio's C(--output)) writes to a temporary name
     that is renamed the same way. A failing command leaves no raw file of this item behind.
@@ -31,7 +32,8 @@ options:
       - One item of the C(probe_items) that M(ramdisk.provision.bench_plan) returned, as it came.
       - Read are C(host), C(label), C(path), C(probe), C(mode), C(round), C(warmup) and C(raw), the command
         (C(argv), or C(program) with its arguments in C(argv)), and where given C(output), C(sync), C(mkdir),
-        C(before), C(warm), C(chdir), C(stdin) and C(seed_entry).
+        C(before), C(warm), C(chdir), C(stdin), C(remove) and C(seed_entry).
+      - A path in C(remove) outside the item's target is refused before anything runs.
     type: dict
     required: true
 extends_documentation_fragment:
@@ -84,6 +86,7 @@ run:
     chdir: null
     output: text
     raw: /var/tmp/ramdisk-bench/raw/write_fdatasync-disk-sync-1.out
+    remove: [/var/tmp/ramdisk-bench/disk/dd.bin]
 raw:
   description: The raw file written (in check mode, to be written).
   returned: always
@@ -128,6 +131,21 @@ issued:
   returned: always
   type: dict
   sample: {what: write, bytes: 67108864}
+removed:
+  description: The paths of the item's C(remove) that were there and are removed; empty in check mode.
+  returned: always
+  type: list
+  elements: str
+  sample: [/var/tmp/ramdisk-bench/disk/dd.bin]
+record:
+  description:
+    - What the role keeps of the item for the report - C(item) as it came and C(result) with RV(raw), RV(seconds),
+      RV(figures), RV(stack), RV(counters), RV(issued) and RV(row_label). Empty in check mode.
+  returned: always
+  type: dict
+  sample: {item: {probe: read, label: disk, round: 1}, result: {raw: /var/tmp/ramdisk-bench/raw/read-disk-direct-1.out,
+           seconds: 0.41, figures: [], stack: [[vda1], [vda]], counters: [], issued: {what: read, bytes: 67108864},
+           row_label: direct}}
 row_label:
   description:
     - C(ram) on no block device, C(cache) when under 10% of what the probe issued reached every level of the
@@ -143,6 +161,7 @@ import errno
 import json
 import os
 import pwd
+import shutil
 import stat
 import time
 
@@ -323,7 +342,36 @@ class Probe(object):
         return {"mkdir": list(item.get("mkdir") or []), "sync": list(item.get("sync") or []),
                 "before": [[str(part) for part in argv] for argv in item.get("before") or []],
                 "warm": list(item.get("warm") or []), "program": self.program, "argv": self.argv,
-                "chdir": item.get("chdir"), "output": self.output, "raw": self.raw}
+                "chdir": item.get("chdir"), "output": self.output, "raw": self.raw,
+                "remove": list(item.get("remove") or [])}
+
+    def check_remove(self, run):
+        """Every path the item removes lies under its target: the plan names only files under the target's test
+        directory, and nothing else is removed, whatever an item says."""
+        top = os.path.join(os.path.normpath(self.item["path"]), "")
+        for path in run["remove"]:
+            if not os.path.isabs(path) or os.path.normpath(path) != path or not path.startswith(top):
+                self.fail("Host %s: %s would remove %r, which is outside its target %s. Pass an item exactly as"
+                          " bench_plan returned it." % (self.host, self.where, path, self.item["path"]))
+
+    def remove(self, run):
+        """What the item made (its test file, a build's copy), so the target holds one test file at a time. A tree
+        goes by shutil.rmtree, which on Linux walks by directory descriptors and never follows a link (a build's copy
+        is the build user's to change)."""
+        removed = []
+        for path in run["remove"]:
+            try:
+                if stat.S_ISDIR(os.lstat(path).st_mode):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                self.fail("Host %s: could not remove %s after %s: %s. Remove it by hand; the role's cleanup removes"
+                          " the run's directory at the end." % (self.host, path, self.where, exc))
+            removed.append(path)
+        return removed
 
     def fail(self, msg, **extra):
         if self.temp:
@@ -434,14 +482,16 @@ def main():
     run = probe.plan()
     if module.check_mode:
         module.exit_json(changed=True, run=run, raw=probe.raw, seconds=0.0, figures=[], stack=[], counters=[],
-                         issued={}, row_label="")
+                         issued={}, row_label="", removed=[], record={})
 
+    probe.check_remove(run)
     probe.prepare(run)
     levels = probe.stack()
     before = probe.counters(levels)
     text, seconds = probe.execute(run)
     after = probe.counters(levels)
     text = probe.keep(text)
+    removed = probe.remove(run)
     try:
         figures = _probes.parse(item, text, {"seconds": seconds})
     except (ValueError, KeyError, TypeError) as exc:
@@ -450,9 +500,10 @@ def main():
                              % (probe.host, probe.where, exc, probe.raw, " ".join(run["argv"])), raw=probe.raw)
     level_deltas = _bench_counters.deltas(levels, before, after)
     what, amount = _probes.issued(item, figures)
-    module.exit_json(changed=True, run=run, raw=probe.raw, seconds=seconds, figures=figures, stack=levels,
-                     counters=level_deltas, issued={"what": what, "bytes": amount},
-                     row_label=_bench_counters.row_label(item["mode"], amount, level_deltas, what))
+    result = {"raw": probe.raw, "seconds": seconds, "figures": figures, "stack": levels, "counters": level_deltas,
+              "issued": {"what": what, "bytes": amount},
+              "row_label": _bench_counters.row_label(item["mode"], amount, level_deltas, what)}
+    module.exit_json(changed=True, run=run, removed=removed, record={"item": item, "result": result}, **result)
 
 
 if __name__ == "__main__":

@@ -7,41 +7,37 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: bench_settle
-short_description: Tell which benchmark tests need more rounds before their figures settle
+short_description: Plan the benchmark's further rounds until every compared figure is steady or at the cap
 version_added: 1.1.0
 description:
-  - Used by the P(ramdisk.provision.benchmark#role) role's thorough profile between batches of rounds on one
-    target; not meant to be called on its own.
-  - Reads the rounds the target has run so far (fio's JSON+ files in O(raw_dir), the dd output, the metadata,
-    pgbench and compile results the role recorded) and, for each figure the report compares, the median of
-    the rounds and the interval that holds the true median with 95% confidence (the order-statistic interval,
-    which needs no assumption about the distribution).
-  - A figure is settled when that interval is no wider than O(spread) of the median. More rounds narrow the
-    interval; a figure whose rounds scatter widely needs many more rounds to settle.
+  - The settle step of the P(ramdisk.provision.benchmark#role) role, between its rounds; not meant to be called on
+    its own.
+  - Reads the figures of the rounds run so far (the C(record) each M(ramdisk.provision.bench_probe) run returned,
+    warm-ups left out) and applies the stopping rule to each compared figure of each target - at least 5 runs, then
+    more until the coefficient of variation is at most O(cov_limit), or O(max_runs) runs were made.
+  - Returns the items of the next round for every comparison (job and cache mode) where a figure of any of its
+    targets needs more runs - every target of that comparison runs it, so RAM and disk keep taking turns. No items
+    means every figure is steady or at the cap, which RV(status) says per figure.
   - Never changes the host.
 author: ramdisk.provision maintainers (@ramdisk-provision)
 options:
-  target:
-    description:
-      - The target as the role records it, with its rounds so far.
-      - C(label), C(path), C(kind) and C(backend), and any of C(fio) (file names in O(raw_dir)), C(dd) (per
-        test, a list of sections of O(dd_text)), C(metadata) (the probe's documents), C(pgbench) and
-        C(compile) (lists of runs).
+  plan:
+    description: The C(settle_args) that M(ramdisk.provision.bench_plan) returned, as it came.
     type: dict
     required: true
-  raw_dir:
-    description: The directory on the host that holds the run's raw files (fio's JSON+).
-    type: path
+  records:
+    description: The C(record) of every M(ramdisk.provision.bench_probe) run so far, warm-ups included.
+    type: list
+    elements: dict
     required: true
-  dd_text:
-    description: The dd output the role has kept so far, in which the C(dd) entries name their sections.
-    type: str
-    default: ""
-  spread:
-    description:
-      - The widest interval around a median, as a share of the median, that counts as settled. C(0.1) is 10%.
+  max_runs:
+    description: The most runs a figure gets (the cap), from 5 to 30.
+    type: int
+    default: 15
+  cov_limit:
+    description: The coefficient of variation (standard deviation over mean) at or below which a figure is steady.
     type: float
-    required: true
+    default: 0.035
 extends_documentation_fragment:
   - ramdisk.provision._attributes
   - ramdisk.provision._attributes.check_mode_full
@@ -49,80 +45,86 @@ attributes:
   platform:
     support: full
     platforms: linux
+seealso:
+  - module: ramdisk.provision.bench_plan
+  - module: ramdisk.provision.bench_probe
 """
 
 EXAMPLES = r"""
-- name: Find the tests whose figures have not settled on the tmpfs target
+- name: Plan the next round where figures are not steady yet
   ramdisk.provision.bench_settle:
-    target: "{{ __benchmark_entry }}"
-    raw_dir: /var/tmp/ramdisk-bench/raw
-    dd_text: "{{ __benchmark_dd_text | default('') }}"
-    spread: 0.1
-  register: __settle
+    plan: "{{ __benchmark_plan.settle_args }}"
+    records: "{{ __benchmark_records }}"
+    max_runs: 15
+    cov_limit: 0.035
+  register: __benchmark_settle
 """
 
 RETURN = r"""
-unsettled:
-  description: The tests (fio, metadata, dd, pgbench, compile) with at least one figure that has not settled.
+probe_items:
+  description: The items of the next round(s), in the order they run, as M(ramdisk.provision.bench_plan) returns them.
   returned: always
   type: list
-  elements: str
-  sample: [fio, dd]
-figures:
+  elements: dict
+status:
   description:
-    - Each compared figure of the target, with C(tool), C(test), C(op), C(metric), C(runs), C(median), C(low)
-      and C(high) (the interval of the median), C(width) (its width as a share of the median; null when the
-      median is 0 and the rounds differ) and C(settled).
+    - The stopping rule per compared figure and target - C(probe), C(mode), C(label), C(op), C(metric), C(n),
+      C(cov), C(done), C(more) and C(reason) (C(steady), C(cap) when stopped unsteady, C(needs-runs)).
   returned: always
   type: list
   elements: dict
   sample:
-    - {tool: fio, test: randrw, op: read, metric: iops, runs: 7, median: 52100.0, low: 49800.0, high: 61200.0,
-       width: 0.2188, settled: false}
-problems:
-  description: Raw files that could not be read or understood; their figures are left out.
-  returned: always
-  type: list
-  elements: str
+    - {probe: randrw, mode: direct, label: disk, op: read, metric: iops, n: 6, cov: 0.061, done: false, more: 1,
+       reason: needs-runs}
 """
-
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ramdisk.provision.plugins.module_utils import _bench
+from ansible_collections.ramdisk.provision.plugins.module_utils import _bench_stats
+from ansible_collections.ramdisk.provision.plugins.module_utils import _probes
+
+MAX_RUNS_CEILING = 30
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            target=dict(type="dict", required=True),
-            raw_dir=dict(type="path", required=True),
-            dd_text=dict(type="str", default=""),
-            spread=dict(type="float", required=True),
+            plan=dict(type="dict", required=True),
+            records=dict(type="list", elements="dict", required=True),
+            max_runs=dict(type="int", default=_bench_stats.MAX_RUNS),
+            cov_limit=dict(type="float", default=_bench_stats.COV_LIMIT),
         ),
         supports_check_mode=True,
     )
-    target = module.params["target"]
-    missing = [key for key in ("label", "path", "kind", "backend") if key not in target]
+    params = module.params
+    options = dict(params["plan"])
+    host = options.get("host") or "this host"
+    if not _bench_stats.MIN_RUNS <= params["max_runs"] <= MAX_RUNS_CEILING:
+        module.fail_json(msg="Host %s: max_runs is %d: give from %d to %d (benchmark_max_runs)."
+                             % (host, params["max_runs"], _bench_stats.MIN_RUNS, MAX_RUNS_CEILING))
+    if not 0 < params["cov_limit"] < 1:
+        module.fail_json(msg="Host %s: cov_limit is %s: give a coefficient of variation above 0 and below 1, such as"
+                             " 0.035 for 3.5%% (benchmark_cov_limit)." % (host, params["cov_limit"]))
+    missing = [key for key in ("targets", "profile") if key not in options]
     if missing:
-        module.fail_json(msg="target has no %s. Pass the target as the benchmark role records it." % ", ".join(missing))
-    if not 0 < module.params["spread"] <= 1:
-        module.fail_json(msg="spread is %s: give a share of the median above 0 and at most 1, such as 0.1 for 10%%."
-                         % module.params["spread"])
-    raw_dir = module.params["raw_dir"]
-
-    def read_raw(name):
-        if name == "dd.txt":
-            return module.params["dd_text"]
-        with open(os.path.join(raw_dir, os.path.basename(name))) as handle:
-            return handle.read()
-
-    # Only the tests the thorough profile repeats: the seeds' experiments keep their own counts.
-    rounds = dict((key, value) for key, value in target.items() if key not in ("seeds",))
-    records, problems = _bench.host_records({"host": "this host", "targets": [rounds]}, read_raw)
-    figures = _bench.settle_figures(records, module.params["spread"])
-    module.exit_json(changed=False, unsettled=_bench.unsettled_tools(figures), figures=figures, problems=problems)
+        module.fail_json(msg="Host %s: plan has no %s. Pass the settle_args bench_plan returned, as they came."
+                             % (host, ", ".join(missing)))
+    targets, profile = options.pop("targets"), options.pop("profile")
+    items, figures = [], []
+    for record in params["records"]:
+        if not record.get("item"):
+            continue
+        items.append(record["item"])
+        figures.extend((record.get("result") or {}).get("figures") or [])
+    try:
+        out = _probes.settle(items, figures, targets, profile, max_runs=params["max_runs"],
+                             cov_limit=params["cov_limit"], **options)
+    except (KeyError, TypeError, ValueError) as exc:
+        module.fail_json(msg="Host %s: the records given to bench_settle do not match the plan: %s. Pass the records"
+                             " bench_probe returned and the settle_args of the same plan." % (host, exc))
+    if out["errors"]:
+        module.fail_json(msg="Host %s: the plan given to bench_settle has errors: %s" % (host, " ".join(out["errors"])))
+    module.exit_json(changed=False, probe_items=out["items"], status=out["status"])
 
 
 if __name__ == "__main__":

@@ -134,12 +134,45 @@ def test_dd_commands():
     assert write["argv"] == ["dd", "if=" + RANDOM, "of=" + dd_file, "bs=1M", "count=8", "conv=fdatasync"]
     assert write["warm"] == [RANDOM]
     assert item(plan, "disk", "write_dsync", "sync")["argv"][-1] == "oflag=dsync"
+    assert write["remove"] == [dd_file]
+    # A read makes its own file out of the clock (a round of the settle step may rerun the read alone) and removes
+    # it after: a target holds one test file at a time.
+    made = ["dd", "if=" + RANDOM, "of=" + dd_file, "bs=1M", "count=8", "conv=fdatasync", "status=none"]
     direct = item(plan, "disk", "read", "direct")
     assert direct["argv"] == ["dd", "if=" + dd_file, "of=/dev/null", "bs=1M", "iflag=direct"]
-    assert direct["before"] == []
+    assert direct["before"] == [made] and direct["remove"] == [dd_file]
     buffered = item(plan, "disk", "read", "buffered")
     assert buffered["argv"] == ["dd", "if=" + dd_file, "of=/dev/null", "bs=1M"]
-    assert buffered["before"] == [["dd", "if=" + dd_file, "iflag=nocache", "count=0", "status=none"]]
+    assert buffered["before"] == [made, ["dd", "if=" + dd_file, "iflag=nocache", "count=0", "status=none"]]
+
+
+def test_every_item_removes_what_it_leaves_so_a_rerun_item_stands_alone():
+    plan = make_plan(tests=("dd", "fio", "metadata", "compile"), compile_command=["make"], compile_user="nobody",
+                     compile_source="/usr/src/tree")
+    for one in plan["items"]:
+        # fio removes its own files (unlink=1), the metadata program its tree; every other file an item makes goes.
+        made = [argv[2][3:] for argv in one["before"] if argv[:1] == ["dd"] and argv[2].startswith("of=")]
+        made += [part[3:] for part in one.get("argv", []) if part.startswith("of=") and part != "of=/dev/null"]
+        assert set(made) <= set(one["remove"]), one["probe"]
+
+
+def test_the_host_steps_make_the_directories_and_the_random_data_and_run_pgbench_on_a_private_cluster():
+    plan = make_plan(tests=("dd", "pgbench"), pg_bin="/usr/lib/postgresql/15/bin")
+    assert plan["dirs"][:3] == [{"path": RAW, "mode": "0700"}, {"path": "/srv/ram/rb/ram", "mode": "0700"},
+                                {"path": "/var/tmp/rb/disk", "mode": "0700"}]
+    assert plan["setup"][0] == ["dd", "if=/dev/urandom", "of=" + RANDOM, "bs=1M", "count=8", "iflag=fullblock",
+                                "status=none"]
+    assert {"path": "/srv/ram/rb/ram/pgbench", "mode": "0700", "owner": "postgres"} in plan["dirs"]
+    initdb, start, fill = plan["setup"][1:4]
+    assert initdb[:5] == ["runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/initdb"]
+    assert start[-3:] == ["-o", "-k /srv/ram/rb/ram/pgbench -p 5433 -c listen_addresses=", "start"]
+    # 8 MiB of test size holds no 16 MB unit of scale: scale 1.
+    assert fill[4:9] == ["/usr/lib/postgresql/15/bin/pgbench", "-i", "-q", "-s", "1"]
+    assert plan["teardown"] == [["runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pg_ctl", "-D",
+                                 path + "/pgbench/data", "-m", "fast", "-w", "stop"]
+                                for path in ("/srv/ram/rb/ram", "/var/tmp/rb/disk")]
+    # Without dd, 1 MiB of random data.
+    assert make_plan(tests=("fio",))["setup"][0][4] == "count=1"
 
 
 def test_small_files_is_one_process():
@@ -160,7 +193,7 @@ def test_metadata_command_keeps_the_tree_within_the_size():
 
 def test_pgbench_and_compile_commands():
     plan = make_plan(tests=("pgbench", "compile"), pg_bin="/usr/lib/postgresql/15/bin",
-                     compile_command=["make", "-j{cores}"], compile_user="nobody")
+                     compile_command=["make", "-j{cores}"], compile_user="nobody", compile_source="/usr/src/tree")
     tpcb = item(plan, "ram", "tpcb_like", "sync")
     assert tpcb["argv"] == ["runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pgbench", "-c", "2", "-j",
                             "2", "-T", "3", "-h", "/srv/ram/rb/ram/pgbench", "-p", "5433", "-U", "postgres",
@@ -169,6 +202,11 @@ def test_pgbench_and_compile_commands():
     build = item(plan, "disk", "build", "cached", 2)
     assert build["argv"] == ["runuser", "-u", "nobody", "--", "make", "-j2"]
     assert build["chdir"] == "/var/tmp/rb/disk/compile/round-2"
+    assert build["before"] == [["runuser", "-u", "nobody", "--", "cp", "-R", "--preserve=mode,timestamps",
+                                "/usr/src/tree", "/var/tmp/rb/disk/compile/round-2"]]
+    assert build["remove"] == ["/var/tmp/rb/disk/compile/round-2"]
+    assert build["mkdir"] == [{"path": "/var/tmp/rb", "mode": "0711"}, {"path": "/var/tmp/rb/disk", "mode": "0711"},
+                              {"path": "/var/tmp/rb/disk/compile", "mode": "0700", "owner": "nobody"}]
 
 
 # --- parsers --------------------------------------------------------------------------------------
@@ -414,6 +452,9 @@ def test_seed_commands_are_the_write_ups():
                                                "iflag=fullblock"]
     assert got["seed_block_write_dsync"]["argv"][-1] == "oflag=dsync"
     assert got["seed_block_read"]["argv"] == ["dd", "if=" + dd_file, "of=/dev/null", block]
+    assert got["seed_block_read"]["before"] == [got["seed_block_write"]["argv"] + ["status=none"]]
+    assert got["seed_64k_read"]["before"][0][:3] == ["dd", "if=" + RANDOM, "of=/var/tmp/rb/disk/dd64k.bin"]
+    assert all(one["remove"] for one in got.values() if one["probe"] != "dbtest")
     files = got["seed_files_dsync"]
     assert files["argv"][:4] == ["xargs", "-I", "{}", "dd"] and "of=/var/tmp/rb/disk/files-1/f{}" in files["argv"]
     assert files["stdin"].split("\n")[-1] == str(8 * MIB // 4096 // 5 - 1)
@@ -487,7 +528,8 @@ def test_fio_steady_state_is_carried_when_fio_checked_it():
 
 
 def test_each_item_says_what_its_raw_file_holds_and_what_to_write_out_first():
-    plan = make_plan(tests=("dd", "fio", "metadata", "compile"), compile_command=["make"], compile_user="nobody")
+    plan = make_plan(tests=("dd", "fio", "metadata", "compile"), compile_command=["make"], compile_user="nobody",
+                     compile_source="/usr/src/tree")
     outputs = dict((one["probe"], one["output"]) for one in plan["items"])
     assert outputs["seq_write"] == outputs["small_files"] == probes.FILE_OUTPUT
     assert outputs["read"] == outputs["metadata"] == probes.TEXT_OUTPUT

@@ -143,8 +143,8 @@ def test_metadata_program_times_each_phase_and_cleans_up(tmp_path):
 
 @needs_root
 def test_a_failing_command_fails_with_host_probe_target_and_stderr_and_leaves_no_raw_file(bench):
-    # The read comes before any write: dd finds no file.
-    read = item(bench, "disk", "read")
+    # A read without the write its plan runs first: dd finds no file.
+    read = dict(item(bench, "disk", "read"), before=[])
     result = run(bench, read)
     assert result["failed"] is True
     assert result["msg"].startswith("Host testhost: the benchmark command of probe read on benchmark target %s (disk),"
@@ -181,7 +181,8 @@ def test_check_mode_says_what_it_would_run_and_runs_nothing(bench):
     result = run(bench, write, _ansible_check_mode=True)
     assert result.get("failed") is not True, result
     assert result["run"] == {"mkdir": [], "sync": write["sync"], "before": [], "warm": write["warm"], "program": None,
-                             "argv": write["argv"], "chdir": None, "output": "text", "raw": write["raw"]}
+                             "argv": write["argv"], "chdir": None, "output": "text", "raw": write["raw"],
+                             "remove": write["remove"]}
     assert result["figures"] == [] and result["counters"] == [] and result["seconds"] == 0
     assert not os.path.exists(write["raw"])
     assert not os.path.exists(os.path.join(write["path"], "rb", "disk", "dd.bin"))
@@ -221,3 +222,18 @@ def test_what_runs_before_the_clock_makes_its_directories_and_fails_naming_what(
     result = run(bench, dict(write, mkdir=[{"path": folder + "-link", "mode": "0700"}]))
     assert result["failed"] is True and "could not make the directory %s-link" % folder in result["msg"]
     assert os.stat(elsewhere).st_mode & 0o777 == 0o755
+
+
+@needs_root
+def test_the_read_makes_its_file_first_and_every_item_removes_what_it_made(bench):
+    read = item(bench, "disk", "read", 1)
+    dd_file = read["remove"][0]
+    result = run(bench, read)
+    assert result.get("failed") is not True, result
+    assert result["figures"][0]["io_bytes"] == MIB
+    assert result["removed"] == [dd_file] and not os.path.exists(dd_file)
+    # A path outside the item's target is never removed.
+    outside = bench["tmp"] / "outside.txt"
+    outside.write_text("keep")
+    result = run(bench, dict(read, remove=[str(outside)]))
+    assert result["failed"] is True and "outside its target" in result["msg"] and outside.read_text() == "keep"

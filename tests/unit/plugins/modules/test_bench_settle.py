@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Run bench_settle for real on the rounds of a fetched run (tests/unit/fixtures/run-rounds), and bench_report on
-a run where further rounds ran and a figure did not settle."""
+"""Run bench_settle for real on records as bench_probe returns them, and bench_report on a run where further rounds
+ran and a figure did not settle."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import shutil
 from conftest import run_module_process
 
 import ansible_collections.ramdisk.provision.plugins.modules.bench_settle as module_under_test
+from ansible_collections.ramdisk.provision.plugins.module_utils import _probes
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "fixtures")
 ROUNDS = os.path.join(FIXTURES, "run-rounds", "lab-debian12")
@@ -25,44 +26,62 @@ def _manifest():
         return json.load(handle)
 
 
-def _dd_text():
-    with open(os.path.join(ROUNDS, "dd.txt"), encoding="utf-8") as handle:
-        return handle.read()
+MIB = 1024 * 1024
+PROFILE = {"runs": 5, "fio_runtime": 1, "small_files": 20, "meta_dirs": 2, "meta_files_per_dir": 5,
+           "meta_file_bytes": 1024, "meta_seconds": 1}
+TARGETS = [{"label": "ram", "path": "/srv/ram", "kind": "ram", "file_size_bytes": 8 * MIB, "direct_ok": False},
+           {"label": "disk", "path": "/var/tmp", "kind": "disk", "file_size_bytes": 8 * MIB, "direct_ok": True}]
+ARGS = {"host": "h", "tests": ["dd"], "fio_jobs": [], "runs": 0, "cores": 2, "dir_name": "rb",
+        "random_file": "/var/tmp/rb.random", "raw_dir": "/var/tmp/rb.raw", "mem_total": 4 << 30, "pg_bin": "",
+        "compile_command": [], "compile_user": "", "compile_source": "", "seeds": [], "seed_tools": {}}
 
 
-def test_every_figure_of_the_target_is_judged_from_the_host_files(tmp_path):
-    target = [t for t in _manifest()["targets"] if t["label"] == "disk"][0]
-    result = run_module(tmp_path, module_under_test.__name__, target=target, raw_dir=ROUNDS, dd_text=_dd_text(),
-                        spread=0.1, _ansible_check_mode=True)
+def records(values):
+    """What bench_probe would have returned for the plan's write_fdatasync items: VALUES per label, by round."""
+    plan = _probes.plan(TARGETS, PROFILE, **ARGS)
+    out = []
+    for item in plan["items"]:
+        if item["probe"] != "write_fdatasync":
+            continue
+        value = 1.0 if item["warmup"] else values[item["label"]][item["round"] - 1]
+        figure = {"op": "write", "io_bytes": 8 * MIB, "bw_bytes": value, "probe": item["probe"], "tool": "dd",
+                  "test": item["test"], "label": item["label"], "mode": item["mode"], "round": item["round"],
+                  "warmup": item["warmup"]}
+        out.append({"item": item, "result": {"figures": [figure], "row_label": "sync"}})
+    return out
+
+
+def settle_args():
+    return dict(ARGS, targets=TARGETS, profile=PROFILE)
+
+
+def test_a_noisy_disk_gets_one_more_round_on_both_sides_and_steady_figures_none(tmp_path):
+    noisy = records({"ram": [100.0, 101.0, 99.0, 100.0, 100.0], "disk": [100.0, 130.0, 70.0, 120.0, 80.0]})
+    result = run_module(tmp_path, module_under_test.__name__, plan=settle_args(), records=noisy,
+                        _ansible_check_mode=True)
     assert result.get("failed") is not True, result
-    assert result["changed"] is False and result["problems"] == []
-    figures = result["figures"]
-    assert len(figures) == 13 and all(f["runs"] == 3 for f in figures)
-    assert set(f["tool"] for f in figures) == {"fio", "dd", "metadata"}
-    assert result["unsettled"] == [tool for tool in ("fio", "metadata", "dd")
-                                   if any(not f["settled"] for f in figures if f["tool"] == tool)]
-    for figure in figures:
-        assert figure["low"] <= figure["median"] <= figure["high"]
-    # A looser spread leaves unsettled only the tests with a figure whose interval is wider still.
-    loose = run_module(tmp_path, module_under_test.__name__, target=target, raw_dir=ROUNDS, dd_text=_dd_text(), spread=1)
-    wide = set(f["tool"] for f in figures if f["width"] is None or f["width"] > 1)
-    assert set(loose["unsettled"]) == wide and len(wide) < len(result["unsettled"]) + 1
+    assert result["changed"] is False
+    assert [(one["label"], one["probe"], one["round"]) for one in result["probe_items"]] == [
+        ("ram", "write_fdatasync", 6), ("disk", "write_fdatasync", 6)]
+    reasons = dict((rule["label"], rule["reason"]) for rule in result["status"])
+    assert reasons == {"ram": "steady", "disk": "needs-runs"}
+    # A looser limit calls the disk steady too: nothing more to run.
+    loose = run_module(tmp_path, module_under_test.__name__, plan=settle_args(), records=noisy, cov_limit=0.5)
+    assert loose["probe_items"] == [] and {rule["reason"] for rule in loose["status"]} == {"steady"}
+    # At the cap (5 runs here) the noisy figure stops, and says so.
+    capped = run_module(tmp_path, module_under_test.__name__, plan=settle_args(), records=noisy, max_runs=5)
+    assert capped["probe_items"] == []
+    assert [rule["reason"] for rule in capped["status"] if rule["label"] == "disk"] == ["cap"]
 
 
-def test_a_missing_fio_file_is_a_problem_not_a_failure(tmp_path):
-    target = [t for t in _manifest()["targets"] if t["label"] == "web"][0]
-    target["fio"] = target["fio"] + ["fio-web-4.json"]
-    result = run_module(tmp_path, module_under_test.__name__, target=target, raw_dir=ROUNDS, dd_text=_dd_text(), spread=0.1)
-    assert result.get("failed") is not True, result
-    assert len(result["problems"]) == 1 and "fio-web-4.json" in result["problems"][0]
-
-
-def test_refuses_a_spread_out_of_range_and_a_target_without_its_names(tmp_path):
-    result = run_module(tmp_path, module_under_test.__name__, target={"label": "web"}, raw_dir=ROUNDS, spread=0.1)
-    assert result["failed"] is True and result["msg"].startswith("target has no path, kind, backend.")
-    target = _manifest()["targets"][0]
-    result = run_module(tmp_path, module_under_test.__name__, target=target, raw_dir=ROUNDS, spread=0)
-    assert result["failed"] is True and "give a share of the median above 0 and at most 1" in result["msg"]
+def test_refuses_limits_out_of_range_and_a_plan_without_targets(tmp_path):
+    args = {"records": [], "plan": settle_args()}
+    result = run_module(tmp_path, module_under_test.__name__, max_runs=4, **args)
+    assert result["failed"] is True and result["msg"] == "Host h: max_runs is 4: give from 5 to 30 (benchmark_max_runs)."
+    result = run_module(tmp_path, module_under_test.__name__, cov_limit=0, **args)
+    assert result["failed"] is True and "give a coefficient of variation above 0 and below 1" in result["msg"]
+    result = run_module(tmp_path, module_under_test.__name__, plan=ARGS, records=[])
+    assert result["failed"] is True and result["msg"].startswith("Host h: plan has no targets, profile.")
 
 
 def test_report_of_a_run_with_further_rounds_and_an_unsettled_figure(tmp_path):
