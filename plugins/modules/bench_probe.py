@@ -24,6 +24,9 @@ description:
   - Returns the figures the registry's parser reads from the raw output, the counter deltas per level, the row's
     label (C(ram) on no block device, C(cache) when under 10% of what the probe issued reached every level, else
     the item's mode) and the seconds the command took.
+  - Reads the all-CPU line of C(/proc/stat) and C(/proc/loadavg) right before and after the command, and returns
+    the share of CPU time a hypervisor stole meanwhile and the load, so a row measured on a busy or robbed host can
+    be told apart.
   - In check mode it returns what it would run and runs nothing.
 author: ramdisk.provision maintainers (@ramdisk-provision)
 options:
@@ -140,7 +143,7 @@ removed:
 record:
   description:
     - What the role keeps of the item for the report - C(item) as it came and C(result) with RV(raw), RV(seconds),
-      RV(figures), RV(stack), RV(counters), RV(issued) and RV(row_label). Empty in check mode.
+      RV(figures), RV(stack), RV(counters), RV(issued), RV(row_label) and RV(cpu). Empty in check mode.
   returned: always
   type: dict
   sample: {item: {probe: read, label: disk, round: 1}, result: {raw: /var/tmp/ramdisk-bench/raw/read-disk-direct-1.out,
@@ -154,6 +157,14 @@ row_label:
   returned: always
   type: str
   sample: sync
+cpu:
+  description:
+    - The CPU around the command - C(steal_share) (the share of all CPU ticks, of every CPU, that the hypervisor
+      stole while the command ran), C(load1) (the one-minute load average as the command started) and
+      C(load1_after) (as it ended). Each null where C(/proc) could not be read, or in check mode.
+  returned: always
+  type: dict
+  sample: {steal_share: 0.0031, load1: 1.12, load1_after: 1.86}
 """
 
 import ctypes
@@ -169,6 +180,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _atomic
 from ansible_collections.ramdisk.provision.plugins.module_utils import _bench_counters
+from ansible_collections.ramdisk.provision.plugins.module_utils import _bench_env
 from ansible_collections.ramdisk.provision.plugins.module_utils import _probes
 
 REQUIRED = ("host", "label", "path", "probe", "mode", "round", "warmup", "raw", "argv")
@@ -482,13 +494,16 @@ def main():
     run = probe.plan()
     if module.check_mode:
         module.exit_json(changed=True, run=run, raw=probe.raw, seconds=0.0, figures=[], stack=[], counters=[],
-                         issued={}, row_label="", removed=[], record={})
+                         issued={}, row_label="", removed=[], record={},
+                         cpu=_bench_env.cpu_over((None, None), (None, None)))
 
     probe.check_remove(run)
     probe.prepare(run)
     levels = probe.stack()
     before = probe.counters(levels)
+    cpu_before = _bench_env.cpu_reading()
     text, seconds = probe.execute(run)
+    cpu_after = _bench_env.cpu_reading()
     after = probe.counters(levels)
     text = probe.keep(text)
     removed = probe.remove(run)
@@ -502,7 +517,8 @@ def main():
     what, amount = _probes.issued(item, figures)
     result = {"raw": probe.raw, "seconds": seconds, "figures": figures, "stack": levels, "counters": level_deltas,
               "issued": {"what": what, "bytes": amount},
-              "row_label": _bench_counters.row_label(item["mode"], amount, level_deltas, what)}
+              "row_label": _bench_counters.row_label(item["mode"], amount, level_deltas, what),
+              "cpu": _bench_env.cpu_over(cpu_before, cpu_after)}
     module.exit_json(changed=True, run=run, removed=removed, record={"item": item, "result": result}, **result)
 
 

@@ -169,6 +169,18 @@ def test_output_its_parser_cannot_read_fails_and_keeps_the_raw_file(bench):
         assert handle.read() == "not dd\n"
 
 
+def test_the_cpu_around_the_command_steal_share_and_load(bench):
+    # No syncfs, so it runs without root; dd takes a moment, so CPU ticks pass.
+    write = dict(item(bench, "disk", "write_fdatasync"), sync=[])
+    result = run(bench, write)
+    assert result.get("failed") is not True, result
+    cpu = result["cpu"]
+    assert set(cpu) == {"steal_share", "load1", "load1_after"}
+    assert cpu["load1"] >= 0 and cpu["load1_after"] >= 0
+    # Null only where no tick passed between the two readings.
+    assert cpu["steal_share"] is None or 0 <= cpu["steal_share"] <= 1
+
+
 def test_a_command_that_cannot_start(bench):
     one = dict(item(bench, "disk", "read"), argv=["/nonexistent/dd"], sync=[])
     result = run(bench, one)
@@ -184,6 +196,7 @@ def test_check_mode_says_what_it_would_run_and_runs_nothing(bench):
                              "argv": write["argv"], "chdir": None, "output": "text", "raw": write["raw"],
                              "remove": write["remove"]}
     assert result["figures"] == [] and result["counters"] == [] and result["seconds"] == 0
+    assert result["cpu"] == {"steal_share": None, "load1": None, "load1_after": None}
     assert not os.path.exists(write["raw"])
     assert not os.path.exists(os.path.join(write["path"], "rb", "disk", "dd.bin"))
 
