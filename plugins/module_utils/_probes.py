@@ -433,7 +433,11 @@ def parse(item, text, run=None):
 # --- the plan -------------------------------------------------------------------------------------
 
 def _modes(entry, targets):
-    """[(mode, [targets])]: who runs ENTRY how (see the module's docstring)."""
+    """[(mode, [targets])]: who runs ENTRY how (see the module's docstring). The build runs as an unprivileged user,
+    so a target that lets no other user in (others_enter false) is left out of it: the role never changes a target's
+    permissions (target_skips() says why)."""
+    if entry["group"] == "compile":
+        targets = [target for target in targets if target.get("others_enter", True)]
     if not entry["direct_capable"]:
         return [(entry["policy"], list(targets))]
     if all(target["direct_ok"] for target in targets):
@@ -547,12 +551,23 @@ def plan(targets, profile, host="localhost", tests=("dd", "fio", "metadata"), fi
     items = []
     for round_number in range(0, measured + 1):
         items.extend(_round_items(runs_of, targets, round_number, context))
-    out = {"items": items, "errors": [], "size_bytes": size, "skipped": skipped, "context": context}
+    out = {"items": items, "errors": [], "size_bytes": size, "skipped": skipped, "context": context,
+           "target_skips": target_skips(targets, tests, compile_user)}
     out.update(_host_steps(targets, tests, entries, context))
     return out
 
 
 _MIN_RUNS = _bench_stats.MIN_RUNS
+
+
+def target_skips(targets, tests, compile_user):
+    """[{label, test, why}]: the tests a target is left out of, and why."""
+    if "compile" not in tests:
+        return []
+    return [{"label": target["label"], "test": "compile",
+             "why": "the target directory %s lets no other user in, and the build runs as %s." % (target["path"],
+                                                                                               compile_user)}
+            for target in targets if not target.get("others_enter", True)]
 
 
 def _test_dir(target, context):

@@ -173,6 +173,13 @@ teardown:
   type: list
   elements: list
   sample: []
+target_skips:
+  description: The tests a target is left out of, each with C(label), C(test) and C(why) (the compile test on a target
+    that lets no other user in).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{label: locks, test: compile, why: "the target directory /var/cache/locks lets no other user in, and the build runs as nobody."}]
 settle_args:
   description:
     - What M(ramdisk.provision.bench_settle) needs to plan further rounds as this plan did - these options and the
@@ -246,7 +253,8 @@ def main():
     result = _probes.plan(params["targets"], params["profile"], mem_available=facts["mem_available"], **args)
     out = {"changed": False, "probe_items": result["items"], "errors": result["errors"], "size_bytes": result["size_bytes"],
            "skipped": result["skipped"], "host_facts": facts, "dirs": result.get("dirs", []),
-           "setup": result.get("setup", []), "teardown": result.get("teardown", []), "settle_args": {}, "summary": ""}
+           "setup": result.get("setup", []), "teardown": result.get("teardown", []), "settle_args": {}, "summary": "",
+           "target_skips": result.get("target_skips", [])}
     if result["errors"]:
         module.fail_json(msg="The benchmark plan of host %s has %d error(s), so nothing ran: %s"
                              % (host, len(result["errors"]), " ".join(result["errors"])), **out)

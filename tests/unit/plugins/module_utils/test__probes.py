@@ -79,16 +79,42 @@ def test_fsync_is_judged_by_write_and_sync_pairs_not_by_the_sync_alone():
                                                  "higher_is_better": True}]
 
 
-def test_the_fio_jobs_are_the_roles_until_it_is_rewired():
-    """roles/benchmark/vars/main.yml still holds the fio jobs the role runs: the registry's are the same."""
+def _role_tasks():
+    tasks = {}
+    folder = os.path.join(ROOT, "roles", "benchmark", "tasks")
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), encoding="utf-8") as handle:
+            tasks[name] = handle.read()
+    return tasks
+
+
+def _walk(tasks):
+    for task in tasks or []:
+        yield task
+        for key in ("block", "rescue", "always"):
+            for inner in _walk(task.get(key)):
+                yield inner
+
+
+def test_what_the_role_runs_is_what_the_registry_builds():
+    """The role holds no program and no Jinja block: each command it measures is an item of bench_plan or bench_settle,
+    run by bench_probe as it came; its fio jobs are the registry's."""
+    tasks = _role_tasks()
+    assert [name for name, text in tasks.items() if "{%" in text] == []
     with open(os.path.join(ROOT, "roles", "benchmark", "vars", "main.yml"), encoding="utf-8") as handle:
-        role = yaml.safe_load(handle)
-    assert sorted(role["__benchmark_fio_jobs"]) == sorted(probes.FIO_JOB_OPTIONS)
-    for name, job in role["__benchmark_fio_jobs"].items():
-        options, per_core = probes.FIO_JOB_OPTIONS[name]
-        assert [[key, str(value)] for key, value in options] == [[key, str(value)] for key, value in job["options"]]
-        assert per_core == job["per_core"]
-    assert [list(pair) for pair in probes.FIO_COMMON] == role["__benchmark_fio_common"]
+        role_vars = handle.read()
+    assert "import " not in role_vars and "python3" not in role_vars and "{%" not in role_vars
+    probes_run = []
+    for name, text in tasks.items():
+        assert "python3" not in text and "ansible.builtin.shell" not in text, name
+        for task in _walk(yaml.safe_load(text)):
+            if "ramdisk.provision.bench_probe" in task:
+                probes_run.append((task["ramdisk.provision.bench_probe"]["item"], task["loop"]))
+    assert sorted(probes_run) == [("{{ item }}", "{{ __benchmark_plan.probe_items }}"),
+                                  ("{{ item }}", "{{ __benchmark_settle.probe_items }}")]
+    with open(os.path.join(ROOT, "roles", "benchmark", "defaults", "main.yml"), encoding="utf-8") as handle:
+        defaults = yaml.safe_load(handle)
+    assert defaults["benchmark_fio_jobs"] == list(probes.FIO_JOBS)
 
 
 @pytest.mark.parametrize("runtime, expected", [
@@ -549,3 +575,13 @@ def test_issued_is_the_judged_figures_bytes_read_or_written():
     assert probes.issued(meta, probes.parse(meta, fixture("metadata-disk.json"))) == ("write", doc["files"] * 1024)
     tpcb = dict(base, probe="tpcb_like")
     assert probes.issued(tpcb, [{"op": "transaction", "io_bytes": None}]) == ("write", None)
+
+
+def test_the_build_leaves_out_a_target_that_lets_no_other_user_in_and_says_why():
+    closed = dict(RAM, others_enter=False)
+    plan = make_plan(targets=(closed, DISK), tests=("compile",), compile_command=["make"], compile_user="nobody",
+                     compile_source="/usr/src/tree")
+    assert {one["label"] for one in plan["items"]} == {"disk"}
+    assert plan["target_skips"] == [{"label": "ram", "test": "compile", "why": "the target directory /srv/ram lets no"
+                                     " other user in, and the build runs as nobody."}]
+    assert make_plan(targets=(closed, DISK))["target_skips"] == []
