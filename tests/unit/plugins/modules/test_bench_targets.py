@@ -248,6 +248,40 @@ def test_the_o_direct_probe_on_a_tmpfs_of_a_private_namespace(tmp_path):
     assert os.listdir(str(tmp_path)) == []
 
 
+BIND_IN_NAMESPACE = """
+import json, os, subprocess, sys
+from ansible_collections.ramdisk.provision.plugins.module_utils import _bench_targets as bt
+top = sys.argv[1]
+for name in ("ram", "bind", "stacked"):
+    os.mkdir(os.path.join(top, name))
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "bench-targets-test", os.path.join(top, "ram")], check=True)
+os.mkdir(os.path.join(top, "ram", "sub"))
+subprocess.run(["mount", "--bind", os.path.join(top, "ram", "sub"), os.path.join(top, "bind")], check=True)
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "lower", os.path.join(top, "stacked")], check=True)
+subprocess.run(["mount", "-t", "ramfs", "upper", os.path.join(top, "stacked")], check=True)
+mountinfo = bt.read_host()[0]
+out = {}
+for name in ("bind", "stacked"):
+    path = os.path.join(top, name)
+    shown = subprocess.run(["findmnt", "--json", "--output", "TARGET,SOURCE,FSTYPE,OPTIONS", "--target", path],
+                           capture_output=True, text=True, check=True).stdout
+    out[name] = {"classified": bt.classify(bt.mount_of(path, mountinfo)), "findmnt": json.loads(shown)["filesystems"]}
+print(json.dumps(out))
+"""
+
+
+@needs_root
+@pytest.mark.skipif(not (shutil.which("unshare") and shutil.which("findmnt")), reason="needs unshare and findmnt")
+def test_a_bind_mount_names_its_directory_and_the_top_of_stacked_mounts_counts(tmp_path):
+    got = in_private_namespace(BIND_IN_NAMESPACE, tmp_path)
+    bind, stacked = got["bind"], got["stacked"]
+    assert bind["classified"]["source"] == "bench-targets-test[/sub]" == bind["findmnt"][-1]["source"]
+    assert (bind["classified"]["kind"], bind["classified"]["backend"]) == ("ram", "tmpfs")
+    # findmnt lists both stacked mounts (the role's preflight took the first); a file lands on the top one, ramfs.
+    assert [one["fstype"] for one in stacked["findmnt"]] == ["tmpfs", "ramfs"]
+    assert (stacked["classified"]["fstype"], stacked["classified"]["free_bytes"]) == ("ramfs", None)
+
+
 # --- the compile tree, walked by descriptors ----------------------------------------------------------
 
 def make_tree(root):
@@ -671,6 +705,14 @@ def test_the_survey_gathers_every_error_and_asks_only_disks_about_o_direct(tmp_p
                                           % (tmp_path / "none", missing["label"]))
     assert result["needs_fio"] is True and result["has_fio"] is False
     assert result["cores"] == len(os.sched_getaffinity(0)) and result["mem_available"] == 8 * GIB
+
+
+def test_needs_fio_given_overrides_the_tests():
+    base = dict(fio=(False, ""), mountinfo=bt.read_host()[0], memory=MEMORY, found=FOUND, prober=lambda *args: (False, None))
+    asked = bt.survey(params(targets=[{"path": "/dev/shm"}], install_fio=False), **base)
+    assert asked["needs_fio"] is True and any("fio is not installed" in one for one in asked["errors"])
+    told = bt.survey(params(targets=[{"path": "/dev/shm"}], install_fio=False, needs_fio=False), **base)
+    assert told["needs_fio"] is False and told["errors"] == []
 
 
 def run(tmp_path, **args):
