@@ -405,7 +405,10 @@ def memcopy_bw(doc):
 # --- two runs against each other ------------------------------------------------------------------
 
 # The figure each test is judged by, per (tool, test, op), and whether higher is better.
-def _judged_metric(tool, test, op):
+def _judged_metric(tool, test, op, record=None):
+    if record and record.get("judged_metric"):
+        # Schema 3: the figure the plan's item judges it by.
+        return record["judged_metric"], bool(record.get("higher_is_better"))
     for m_tool, m_test, m_op, metric, higher, _verb in RATIO_METRICS + SEED_METRICS:
         if (m_tool, m_test, m_op) == (tool, test, op):
             return metric, higher
@@ -417,12 +420,12 @@ def compare_runs(before, after):
     ``changed`` true only when the two runs' ranges do not overlap: a move within the spread is no
     change. ``factor`` is after over before (the geometric means of their runs, as ratio_rows() takes them),
     turned round for latency, so above 1 is better."""
-    index = dict(((r["host"], r["label"], r["tool"], r["test"], r["op"]), r) for r in before)
+    index = dict(((r["host"], r["label"], r["tool"], r["test"], r["op"], r.get("mode")), r) for r in before)
     rows = []
     for record in after:
-        key = (record["host"], record["label"], record["tool"], record["test"], record["op"])
+        key = (record["host"], record["label"], record["tool"], record["test"], record["op"], record.get("mode"))
         old = index.get(key)
-        metric, higher = _judged_metric(record["tool"], record["test"], record["op"])
+        metric, higher = _judged_metric(record["tool"], record["test"], record["op"], record)
         if not old or not metric or not old.get(metric) or not record.get(metric):
             continue
         old_mid, old_low, old_high = _spread(old, metric)
@@ -436,6 +439,8 @@ def compare_runs(before, after):
             "after": new_mid, "after_min": new_low, "after_max": new_high,
             "factor": round(factor, 3), "changed": new_low > old_high or new_high < old_low,
         })
+        if "mode" in record:
+            rows[-1]["mode"] = record["mode"]
     return rows
 
 

@@ -292,7 +292,7 @@ def _ratio_chart(filename, rows, hosts=None):
     axes.set_ylim(-0.8, len(rows) - 0.2)
     # Schema 3 rows (with a mode) carry the decision rule's interval, older ones the range of the runs.
     axes.set_xlabel("times better than disk, log scale\n(dot: geometric mean over the hosts and RAM targets; line: "
-                    "%s; grey: no clear difference)" % ("95%% interval of the ratio" if "mode" in rows[0]
+                    "%s; grey: no clear difference)" % ("95% interval of the ratio" if "mode" in rows[0]
                                                         else "range of the runs"), fontsize="small")
     # HOSTS: their names when every group holds the same hosts, which then name the chart better than the groups.
     where = "host%s %s" % ("s" if "," in hosts else "", hosts) if hosts else "hosts of group %s" % first
@@ -671,7 +671,8 @@ def report_sections(data, charts):
     if data.get("skipped"):
         out.append(("list", data["skipped"]))
     if "ratios.png" in charts:
-        out.append(("img", ("ratios.png", "How many times better RAM is than disk, per test, with the range of the runs")))
+        out.append(("img", ("ratios.png", "How many times better RAM is than disk, per test, with %s" % (
+            "its 95% interval" if data.get("schema") == 3 else "the range of the runs"))))
     # Per group only where the groups differ in their hosts; otherwise it repeats the per-host table.
     if data["group_ratios"] and not _one_group(data):
         out.append(("h2", "Per group (geometric mean over the group's hosts and RAM targets)"))

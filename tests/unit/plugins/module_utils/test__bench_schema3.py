@@ -190,3 +190,22 @@ def test_the_a_a_gate_in_numbers():
     assert stats.binomial_tail(2, 20, 0.0443) == pytest.approx(0.22, abs=0.01)
     assert stats.binomial_tail(0, 20, 0.05) == 1.0
     assert stats.binomial_tail(5, 20, 0.05) < 0.01
+
+
+def test_a_schema_3_run_held_against_an_earlier_one_keeps_its_modes_apart():
+    doc, _files = bench_schema3.manifest()
+    summary = stats.summarize(records_of(doc))
+    same = _bench.compare_runs(summary, summary)
+    keys = [(row["label"], row["test"], row["mode"]) for row in same]
+    assert ("disk", "seq_read", "buffered") in keys and ("disk", "seq_read", "direct") in keys
+    assert len(set((row["label"], row["test"], row["mode"], row["op"]) for row in same)) == len(same)
+    assert not [row for row in same if row["changed"]]
+    slower = []
+    for record in summary:
+        record = dict(record)
+        if (record["label"], record["probe"], record["mode"]) == ("disk", "seq_read", "direct"):
+            for key in [key for key in record if key.startswith("bw_bytes")]:
+                record[key] = record[key] / 2
+        slower.append(record)
+    moved = [row for row in _bench.compare_runs(summary, slower) if row["changed"]]
+    assert [(row["label"], row["test"], row["factor"]) for row in moved] == [("disk", "seq_read", 0.5)]
