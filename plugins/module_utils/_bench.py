@@ -11,6 +11,13 @@ import json
 import math
 import re
 
+try:
+    # What share of a probe's I/O reached the device (schema 3 manifests). scripts/bench load this file by its path,
+    # without the collection, and read schema 1 and 2 manifests only: there the share is not needed.
+    from ansible_collections.ramdisk.provision.plugins.module_utils._bench_counters import reached_share as _reached_share
+except ImportError:
+    _reached_share = None
+
 MIB = 1024 * 1024
 
 # fio's own percentile keys and the record columns they fill.
@@ -41,6 +48,23 @@ SPREAD_METRICS = ("bw_bytes", "iops", "runtime_ms", "clat_ns_mean", "clat_ns_p50
 SPREAD_COLUMNS = ("runs",) + tuple("%s_%s" % (metric, end) for metric in SPREAD_METRICS for end in ("min", "max", "gmean"))
 COLUMNS = CONTEXT_COLUMNS + TARGET_COLUMNS + FIGURE_COLUMNS + SPREAD_COLUMNS
 RUN_COLUMNS = CONTEXT_COLUMNS + ("label", "kind", "backend", "round") + FIGURE_COLUMNS
+# What a record of a schema 3 manifest (one figure of one bench_probe result) adds: the probe and the mode it ran in,
+# the row's label from the device counters (ram, cache, direct, buffered, sync, cached, published), the figure the
+# comparison judges it by, what the probe issued and the share of it the weakest level of the block device stack saw,
+# the stack and its lowest level's counters, and the CPU steal and load while it ran. Over a figure's runs the device
+# figures are medians, steal the highest; a row is labelled cache when any of its measured runs was (cache_runs).
+PROBE_COLUMNS = ("probe", "mode", "policy", "row_label", "cache_runs", "judged_metric", "higher_is_better",
+                 "issued_what", "issued_bytes", "device_share", "device_stack", "device_read_bytes",
+                 "device_write_bytes", "device_flush_ios", "steal_share", "load1", "steady_attained")
+# The coefficient of variation of a figure's judged metric (stat_metric; else the first of bw_bytes, iops and
+# clat_ns_mean) over the measured runs, and the interval of its median with the coverage it really has
+# (_bench_stats.summarize()).
+STAT_COLUMNS = ("stat_metric", "cov", "ci_low", "ci_high", "ci_coverage")
+# Warm-up rounds (round 0) are listed among the runs, flagged, and kept out of every figure.
+PROBE_RUN_COLUMNS = RUN_COLUMNS + ("probe", "mode", "warmup", "row_label", "device_share", "device_read_bytes",
+                                   "device_write_bytes", "device_flush_ios", "steal_share", "load1", "raw")
+# Above this share of CPU time stolen by the hypervisor while a probe ran, its run is flagged.
+STEAL_FLAG = 0.02
 
 # The figures the ratio table compares: (tool, test, op, metric, higher is better, verb for the sentence).
 RATIO_METRICS = (
@@ -264,6 +288,8 @@ def host_latency_bins(manifest, read_raw):
     """{(host, label, job, op): histogram} for LATENCY_JOBS, merged over every round of each target;
     a raw file that cannot be read is left out (host_records reports it)."""
     found = {}
+    if manifest.get("probes") is not None:
+        return _probe_latency_bins(manifest, read_raw)
     for target in manifest.get("targets") or []:
         for names in _as_list(target.get("fio")):
             try:
@@ -278,6 +304,30 @@ def host_latency_bins(manifest, read_raw):
                 for value, count in bins.items():
                     merged[value] = merged.get(value, 0) + count
     return found
+
+
+def _probe_latency_bins(manifest, read_raw):
+    """host_latency_bins() of a schema 3 manifest: from the raw fio file of each measured item of the jobs drawn, in
+    the mode a RAM target ran them (the direct disk figure beside a buffered pair is not drawn against it)."""
+    entries = [entry for entry in manifest["probes"] if not (entry.get("item") or {}).get("warmup")]
+    ram_modes = set(((entry.get("item") or {}).get("probe"), (entry.get("item") or {}).get("mode"))
+                    for entry in entries if (entry.get("item") or {}).get("kind") == "ram")
+    found = {}
+    for entry in entries:
+        item, result = entry.get("item") or {}, entry.get("result") or {}
+        jobs = [(job, op) for job, op in LATENCY_JOBS if job == item.get("probe")]
+        if not jobs or item.get("tool") != "fio" or (item["probe"], item.get("mode")) not in ram_modes:
+            continue
+        try:
+            # The raw file's host path; the controller keeps it by its name in the host's directory.
+            doc = parse_fio_json(read_raw((result.get("raw") or item.get("raw") or "").rsplit("/", 1)[-1]))
+        except (IOError, OSError, ValueError):
+            continue
+        for job, op in jobs:
+            merged = found.setdefault((manifest["host"], item["label"], job, op), {})
+            for value, count in fio_latency_bins(doc, job, op).items():
+                merged[value] = merged.get(value, 0) + count
+    return dict((key, bins) for key, bins in found.items() if bins)
 
 
 # --- dd and the small Python probes ------------------------------------------------------------
@@ -355,7 +405,10 @@ def memcopy_bw(doc):
 # --- two runs against each other ------------------------------------------------------------------
 
 # The figure each test is judged by, per (tool, test, op), and whether higher is better.
-def _judged_metric(tool, test, op):
+def _judged_metric(tool, test, op, record=None):
+    if record and record.get("judged_metric"):
+        # Schema 3: the figure the plan's item judges it by.
+        return record["judged_metric"], bool(record.get("higher_is_better"))
     for m_tool, m_test, m_op, metric, higher, _verb in RATIO_METRICS + SEED_METRICS:
         if (m_tool, m_test, m_op) == (tool, test, op):
             return metric, higher
@@ -367,12 +420,12 @@ def compare_runs(before, after):
     ``changed`` true only when the two runs' ranges do not overlap: a move within the spread is no
     change. ``factor`` is after over before (the geometric means of their runs, as ratio_rows() takes them),
     turned round for latency, so above 1 is better."""
-    index = dict(((r["host"], r["label"], r["tool"], r["test"], r["op"]), r) for r in before)
+    index = dict(((r["host"], r["label"], r["tool"], r["test"], r["op"], r.get("mode")), r) for r in before)
     rows = []
     for record in after:
-        key = (record["host"], record["label"], record["tool"], record["test"], record["op"])
+        key = (record["host"], record["label"], record["tool"], record["test"], record["op"], record.get("mode"))
         old = index.get(key)
-        metric, higher = _judged_metric(record["tool"], record["test"], record["op"])
+        metric, higher = _judged_metric(record["tool"], record["test"], record["op"], record)
         if not old or not metric or not old.get(metric) or not record.get(metric):
             continue
         old_mid, old_low, old_high = _spread(old, metric)
@@ -386,6 +439,8 @@ def compare_runs(before, after):
             "after": new_mid, "after_min": new_low, "after_max": new_high,
             "factor": round(factor, 3), "changed": new_low > old_high or new_high < old_low,
         })
+        if "mode" in record:
+            rows[-1]["mode"] = record["mode"]
     return rows
 
 
@@ -534,13 +589,103 @@ def _as_list(value):
     return value if isinstance(value, list) else [value]
 
 
-def host_records(manifest, read_raw):
+def _num(value):
+    """A figure as a number (ansible-core 2.17 and 2.18 may template numbers into text); None stays None."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if number.is_integer() and "." not in str(value) else number
+
+
+def _probe_records(manifest, warmups):
+    """host_records() of a schema 3 manifest: one record per figure of each ``probes`` entry's result, as bench_probe
+    parsed it on the host (no raw file is read again), with the entry's item's probe, mode and side (its kind: an A/A
+    run declares one of two RAM targets a disk) and the result's row label, device counters and CPU steal."""
+    context = host_context(manifest)
+    targets = dict((target.get("label"), target) for target in manifest.get("targets") or [])
+    records, problems = [], []
+    for entry in manifest["probes"]:
+        item, result = (entry or {}).get("item") or {}, (entry or {}).get("result") or {}
+        if item.get("warmup") and not warmups:
+            continue
+        try:
+            label = item["label"]
+            target_ctx = target_context(targets.get(label) or {"label": label, "path": item.get("path"),
+                                                               "kind": item.get("kind"), "backend": item.get("kind")})
+            target_ctx["kind"] = item.get("kind") or target_ctx["kind"]
+            counters = result.get("counters") or []
+            issued = result.get("issued") or {}
+            cpu = result.get("cpu") or {}
+            lowest = counters[-1] if counters else {}
+            share = None
+            if _reached_share is not None and _num(issued.get("bytes")):
+                share = _reached_share(_num(issued["bytes"]), counters, issued.get("what") or "write")
+            base = {"probe": item["probe"], "mode": item["mode"], "policy": item.get("policy"),
+                    "row_label": result.get("row_label") or None, "round": int(item["round"]),
+                    "warmup": bool(item.get("warmup")), "issued_what": issued.get("what"),
+                    "issued_bytes": _num(issued.get("bytes")),
+                    "device_share": round(share, 4) if share is not None else None,
+                    "device_stack": " > ".join("+".join(level) for level in result.get("stack") or []) or None,
+                    "device_read_bytes": _num(lowest.get("read_bytes")),
+                    "device_write_bytes": _num(lowest.get("write_bytes")),
+                    "device_flush_ios": _num(lowest.get("flush_ios")), "steal_share": _num(cpu.get("steal_share")),
+                    "load1": _num(cpu.get("load1")), "raw": (result.get("raw") or "").rsplit("/", 1)[-1] or None}
+            judged = {}
+            for figure in item.get("figures") or []:
+                judged.setdefault(figure["op"], figure)
+            for figure in result["figures"]:
+                record = dict((column, None) for column in COLUMNS + PROBE_COLUMNS)
+                record.update(context)
+                record.update(target_ctx)
+                record.update((key, _num(figure[key])) for key in FIGURE_COLUMNS if key in figure)
+                record.update(base, tool=figure.get("tool") or item["tool"], test=figure.get("test") or item["test"],
+                              op=figure["op"], steady_attained=figure.get("steady_attained"))
+                one = judged.get(figure["op"])
+                if one:
+                    record.update(judged_metric=one["metric"], higher_is_better=bool(one["higher_is_better"]))
+                if (record["kind"] == "ram" and record["bw_bytes"] and context["memcopy_bw_bytes"]
+                        and record["tool"] == "fio" and record["test"] in ("seq_read", "seq_write")):
+                    record["memcopy_fraction"] = round(record["bw_bytes"] / float(context["memcopy_bw_bytes"]), 4)
+                records.append(record)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            problems.append("%s: probe %s on %s (%s), round %s: %s: %s" % (
+                manifest["host"], item.get("probe"), item.get("label"), item.get("mode"), item.get("round"),
+                type(exc).__name__, exc))
+    return records, problems
+
+
+def steal_flags(manifest, limit=STEAL_FLAG):
+    """Sentences for the probes (warm-ups too) during which the hypervisor stole more than LIMIT of the CPU."""
+    out = []
+    for entry in manifest.get("probes") or []:
+        item, result = (entry or {}).get("item") or {}, (entry or {}).get("result") or {}
+        steal = _num((result.get("cpu") or {}).get("steal_share"))
+        if steal is not None and steal > limit:
+            load = _num((result.get("cpu") or {}).get("load1"))
+            out.append("Host %s: %s on %s (%s), round %s%s: CPU steal %.1f%%%s, above %d%%: the hypervisor took CPU"
+                       " time while it ran." % (
+                           manifest["host"], item.get("probe"), item.get("label"), item.get("mode"), item.get("round"),
+                           " (warm-up)" if item.get("warmup") else "", 100 * steal,
+                           ", load %.2f" % load if load is not None else "", round(100 * limit)))
+    return out
+
+
+def host_records(manifest, read_raw, warmups=False):
     """Every normalized record of one host, one per run (``round`` 1, 2, ...). ``read_raw(name)``
     returns the text of a raw file the role fetched (fio JSON, dd output, probe JSON); a missing or
     unreadable one is reported in ``problems`` rather than failing the whole report.
 
     A target's fio files, dd entries and metadata documents are lists with one item per round (a single
-    item, not in a list, is one round)."""
+    item, not in a list, is one round).
+
+    A schema 3 manifest (``probes``: bench_plan's items, each with its bench_probe result) gives its records from the
+    results' figures instead (_probe_records()), each with PROBE_COLUMNS; the warm-up round (0) only with WARMUPS, its
+    records flagged ``warmup``, for the runs table."""
+    if manifest.get("probes") is not None:
+        return _probe_records(manifest, warmups)
     context = host_context(manifest)
     records = []
     problems = []
@@ -741,7 +886,9 @@ def summarize(run_records):
     groups = {}
     order = []
     for record in run_records:
-        key = (record["host"], record["label"], record["tool"], record["test"], record["op"])
+        if record.get("warmup"):
+            continue
+        key = (record["host"], record["label"], record["tool"], record["test"], record["op"], record.get("mode"))
         if key not in groups:
             groups[key] = []
             order.append(key)
@@ -751,8 +898,10 @@ def summarize(run_records):
         column for _key, column in PERCENTILES)
     for key in order:
         runs = groups[key]
-        record = dict((column, runs[0].get(column)) for column in COLUMNS)
+        record = dict((column, runs[0].get(column)) for column in COLUMNS + (PROBE_COLUMNS if "mode" in runs[0] else ()))
         record["runs"] = len(runs)
+        if "mode" in runs[0]:
+            record.update(_probe_summary(runs))
         # How many runs bonnie++ found too fast to time (it printed +++++ for them).
         record["too_fast"] = sum(1 for run in runs if run.get("too_fast")) or None
         for column in numeric:
@@ -767,6 +916,24 @@ def summarize(run_records):
                 record[column + "_gmean"] = geometric_mean(values)
         summary.append(record)
     return summary
+
+
+def _probe_summary(runs):
+    """The PROBE_COLUMNS of a schema 3 figure over its measured runs: device figures the median, steal the highest,
+    and the row labelled cache when any run was."""
+    out = {}
+    for column in ("device_share", "device_read_bytes", "device_write_bytes", "device_flush_ios", "issued_bytes",
+                   "load1"):
+        values = [run[column] for run in runs if run.get(column) is not None]
+        out[column] = median(values) if values else None
+    steal = [run["steal_share"] for run in runs if run.get("steal_share") is not None]
+    out["steal_share"] = max(steal) if steal else None
+    out["cache_runs"] = sum(1 for run in runs if run.get("row_label") == "cache")
+    labels = [run.get("row_label") for run in runs if run.get("row_label")]
+    out["row_label"] = "cache" if out["cache_runs"] else (labels[0] if labels else None)
+    steady = [run.get("steady_attained") for run in runs if run.get("steady_attained") is not None]
+    out["steady_attained"] = all(steady) if steady else None
+    return out
 
 
 def _index(records):
@@ -910,9 +1077,11 @@ def group_rows(ratios, groups):
             if name in seen:
                 continue
             seen.add(name)
-            key = (name, row["ram_backend"], row["tool"], row["test"], row["op"], row["metric"])
+            # A schema 3 row's mode (buffered and direct runs of one test are two comparisons) and its title.
+            key = (name, row["ram_backend"], row["tool"], row["test"], row["op"], row["metric"], row.get("mode") or "")
             bucket = buckets.setdefault(key, {"hosts": set(), "ratios": [], "low": [], "high": [], "clear": 0,
-                                              "higher": row.get("higher_is_better", True)})
+                                              "higher": row.get("higher_is_better", True), "mode": row.get("mode"),
+                                              "title": row["title"]})
             bucket["hosts"].add(row["host"])
             bucket["ratios"].append(row["ratio"])
             bucket["low"].append(row.get("ratio_low") or row["ratio"])
@@ -923,16 +1092,19 @@ def group_rows(ratios, groups):
                  in enumerate(RATIO_METRICS + SEED_METRICS))
     for key in sorted(buckets, key=lambda key: (not key[0].startswith("all"), key[0], key[1],
                                                 order.get(key[2:5], len(order)), key)):
-        group, backend, tool, test, op, metric = key
+        group, backend, tool, test, op, metric, _mode = key
         bucket = buckets[key]
         ratio = geometric_mean(bucket["ratios"])
         rows.append({
             "group": group, "ram_backend": backend, "tool": tool, "test": test, "op": op, "metric": metric,
-            "title": figure_title(tool, test, op, metric), "hosts": len(bucket["hosts"]), "rows": len(bucket["ratios"]),
+            "title": bucket["title"] if bucket["mode"] else figure_title(tool, test, op, metric),
+            "hosts": len(bucket["hosts"]), "rows": len(bucket["ratios"]),
             "ratio_geomean": round(ratio, 3), "ratio_low": round(geometric_mean(bucket["low"]), 3),
             "ratio_high": round(geometric_mean(bucket["high"]), 3), "clear": bucket["clear"],
             "words": ratio_words(ratio, bucket["higher"], bucket["clear"] > 0),
         })
+        if bucket["mode"]:
+            rows[-1]["mode"] = bucket["mode"]
     return rows
 
 

@@ -48,6 +48,12 @@ def render_markdown(sections):
             lines += ["- " + item for item in payload] + [""]
         elif kind == "p":
             lines += [payload, ""]
+        elif kind == "pre":
+            # Text as a tool printed it (lsblk's tree): kept line for line, in a fence longer than any in it.
+            fence = "```"
+            while fence in payload:
+                fence += "`"
+            lines += [fence, payload, fence, ""]
         elif kind == "table":
             lines += _table(*payload) + [""]
         elif kind == "img":
@@ -78,6 +84,8 @@ def render_html(sections, title, path=None):
             body.append("<ul>%s</ul>" % "".join("<li>%s</li>" % _escape(item) for item in payload))
         elif kind == "p":
             body.append("<p>%s</p>" % _escape(payload))
+        elif kind == "pre":
+            body.append("<pre>%s</pre>" % _escape(payload))
         elif kind == "table":
             headers, rows = payload
             body.append("<table><thead><tr>%s</tr></thead><tbody>" % "".join("<th>%s</th>" % _escape(h) for h in headers))

@@ -21,6 +21,16 @@ description:
     the runs allow. A comparison whose RAM runs and disk runs overlap is reported as "no clear difference", not as a
     ratio. fio's fdatasync test is compared by its mean latency (every sync of the run); its p50, p99, p99.9 and
     latency distribution are in the tables and charts.
+  - 'A manifest of schema 3 (the role''s probe registry: C(probes), each M(ramdisk.provision.bench_plan) item with its
+    M(ramdisk.provision.bench_probe) result) is read from the results'' figures, parsed on the host; only fio''s latency
+    histograms are read from the raw files. The warm-up round is listed in C(runs.csv) (C(warmup)) and kept out of
+    every figure. Each figure carries its mode, its row label (C(ram), C(cache), C(direct), C(buffered), C(sync),
+    C(cached), C(published)), the share of what it issued that reached the device and the device counters, n, its
+    coefficient of variation and the interval of its median with the coverage it really has.'
+  - 'Schema 3 comparisons: one per job and mode, the ratio with an exact interval on its logarithm; RAM is ahead only
+    when the whole 95% interval lies above 1. The headline counts the jobs where RAM is ahead; a disk row labelled
+    C(cache) is shown and never counted, and a latency under 1 microsecond (a no-op such as fdatasync on tmpfs) gets
+    no ratio. The host''s C(environment) is shown as it came, and every probe run with over 2% CPU steal is flagged.'
   - Writes C(results.json), C(results.csv) (one row per figure), C(runs.csv) (one row per run), C(report.md),
     C(report.html) and PNG charts into O(path).
   - For a run of the C(seeds) profile, the report and the summary show each write-up's experiment (dd, bonnie++, fio,
@@ -156,6 +166,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _bench
+from ansible_collections.ramdisk.provision.plugins.module_utils import _bench_stats
 from ansible_collections.ramdisk.provision.plugins.module_utils._report import (
     HAS_MATPLOTLIB, MATPLOTLIB_IMPORT_ERROR, plt, render_html, render_markdown, ticker)
 
@@ -279,8 +290,10 @@ def _ratio_chart(filename, rows, hosts=None):
     axes.set_yticks(positions)
     axes.set_yticklabels(labels, fontsize="small")
     axes.set_ylim(-0.8, len(rows) - 0.2)
+    # Schema 3 rows (with a mode) carry the decision rule's interval, older ones the range of the runs.
     axes.set_xlabel("times better than disk, log scale\n(dot: geometric mean over the hosts and RAM targets; line: "
-                    "range of the runs; grey: no clear difference)", fontsize="small")
+                    "%s; grey: no clear difference)" % ("95% interval of the ratio" if "mode" in rows[0]
+                                                        else "range of the runs"), fontsize="small")
     # HOSTS: their names when every group holds the same hosts, which then name the chart better than the groups.
     where = "host%s %s" % ("s" if "," in hosts else "", hosts) if hosts else "hosts of group %s" % first
     axes.set_title("RAM against disk, %s" % where)
@@ -387,9 +400,17 @@ def draw_memory_chart(path, samples, phases):
     return ["memory.png"]
 
 
+def chart_records(records):
+    """The figures the charts draw: a schema 3 figure only in a mode a RAM target of its host ran (the direct disk
+    figure beside a buffered pair is in the tables, not drawn as if RAM had run it too)."""
+    ram_modes = set((r["host"], r["probe"], r["mode"]) for r in records if "mode" in r and r["kind"] == "ram")
+    return [r for r in records if "mode" not in r or (r["host"], r["probe"], r["mode"]) in ram_modes]
+
+
 def draw_charts(path, records, group_rows_bw, group_ratios=None, latency_bins=None):
     """Writes the PNGs into path; returns their file names."""
     written = []
+    records = chart_records(records)
     if not records:
         return written
     colors = target_colors(records)
@@ -525,6 +546,9 @@ def verdict_lines(data):
     out = []
     for host in sorted(set(row["host"] for row in data.get("ratios") or [])):
         rows = [row for row in data["ratios"] if row["host"] == host]
+        if "verdict" in rows[0]:
+            out.append(probe_verdict_line(host, rows))
+            continue
         clear = sorted((row for row in rows if row["clear"]), key=lambda row: -max(row["ratio"], 1 / row["ratio"]))
         shaky = sum(1 for row in rows if unsteady(row))
         best = ", ".join("%s %s (%s, runs %s)" % (
@@ -540,6 +564,38 @@ def verdict_lines(data):
                      "figures to rely on" % (shaky, len(rows), "is" if shaky == 1 else "are", round((UNSTEADY - 1) * 100)))
         out.append(text + ".")
     return out
+
+
+def probe_verdict_line(host, rows):
+    """A schema 3 host's headline: in how many jobs (one per probe and mode, _bench_stats.job_rows()) RAM was clearly
+    ahead, counting only the jobs that count (a disk row labelled cache and a ratio to a no-op are shown, not counted),
+    then where it was behind, mixed or could not be told from disk."""
+    jobs = _bench_stats.job_rows(rows)
+    counted = [job for job in jobs if job["counted"]]
+    ahead = sorted((job for job in counted if job["verdict"] == _bench_stats.AHEAD), key=lambda job: -job["ratio"])
+    behind = [job for job in counted if job["verdict"] == _bench_stats.BEHIND]
+    mixed = [job for job in counted if job["verdict"] == _bench_stats.MIXED]
+    best = ", ".join("%s %s (%s)" % (job["title"], job["words"], job["ram_backend"]) for job in ahead[:TOP])
+    text = "Host %s: RAM clearly ahead of disk in %d of %d jobs%s" % (
+        host, len(ahead), len(counted), ": " + best + ("; %d more in the table" % (len(ahead) - TOP)
+                                                       if len(ahead) > TOP else "") if ahead else "")
+    if behind:
+        text += ". Behind in %d: %s" % (
+            len(behind), ", ".join("%s %s" % (job["title"], job["words"]) for job in behind))
+    if mixed:
+        text += ". Ahead in some figures and behind in others in %d: %s" % (
+            len(mixed), ", ".join(job["title"] for job in mixed))
+    unclear = len(counted) - len(ahead) - len(behind) - len(mixed)
+    if unclear:
+        text += ". No clear difference in %d" % unclear
+    cache = [job for job in jobs if job["verdict"] != _bench_stats.NOT_COMPARABLE and not job["counted"]]
+    if cache:
+        text += ". Not counted: %d where the disk row measured a cache (%s)" % (
+            len(cache), ", ".join(job["title"] for job in cache))
+    noop = [job for job in jobs if job["verdict"] == _bench_stats.NOT_COMPARABLE]
+    if noop:
+        text += ". No ratio: %s" % "; ".join("%s (%s)" % (job["title"], job["why"]) for job in noop)
+    return text + "."
 
 
 def _one_group(data):
@@ -561,8 +617,12 @@ def summary_lines(data):
     lines = verdict_lines(data)
     hosts = _one_group(data)
     where = "host%s %s" % ("s" if "," in hosts else "", hosts) if hosts else "the hosts of " + first
-    lines.append("RAM against disk on %s (%s profile, geometric means of %s, range of the runs):"
-                 % (where, data["profile"], _runs_words(data, short=True)))
+    if data.get("schema") == 3:
+        lines.append("RAM against disk on %s (%s profile, %s; ratio of the typical figures, its 95%% interval; only the "
+                     "jobs that count):" % (where, data["profile"], _runs_words(data, short=True)))
+    else:
+        lines.append("RAM against disk on %s (%s profile, geometric means of %s, range of the runs):"
+                     % (where, data["profile"], _runs_words(data, short=True)))
     width = max(len(row["title"]) for row in rows)
     for row in rows:
         if row["group"] != first:
@@ -573,6 +633,9 @@ def summary_lines(data):
             _range(row["ratio_low"], row["ratio_high"], row["ratio_geomean"], row["clear"] > 0),
             "; %d of %d comparisons unclear" % (unclear, row["rows"]) if unclear and row["clear"] else ""))
     lines += list(data.get("warnings") or []) + list(data.get("skipped") or [])
+    if data.get("steal_flags"):
+        lines.append("%d probe runs had more than %d%% of the CPU stolen by the hypervisor (listed in the report's "
+                     "environment section)." % (len(data["steal_flags"]), round(100 * _bench.STEAL_FLAG)))
     if data.get("unsettled"):
         lines.append("%d figures had not settled after their last round (listed in the report): their runs scatter."
                      % len(data["unsettled"]))
@@ -594,18 +657,22 @@ def report_sections(data, charts):
     if verdicts:
         out.append(("h2", "What RAM bought"))
         out.append(("list", verdicts))
-    out += [("p", "Run %s, profile %s, generated %s. Every figure is the median of %s, with the lowest and "
-                  "highest run beside it. RAM against disk is taken between the geometric means of the two sides' runs; "
-                  "a comparison whose RAM runs and disk runs overlap says \"no clear difference\": its runs cannot "
-                  "tell RAM from disk. Raw files per host are in the host's directory; "
-                  "every figure is in results.json and results.csv, every run in runs.csv."
-                  % (data["run_id"], data["profile"], data["generated"], runs))]
+    if data.get("schema") == 3:
+        out.append(("p", PROBE_INTRO % (data["run_id"], data["profile"], data["generated"], runs)))
+    else:
+        out += [("p", "Run %s, profile %s, generated %s. Every figure is the median of %s, with the lowest and "
+                      "highest run beside it. RAM against disk is taken between the geometric means of the two "
+                      "sides' runs; a comparison whose RAM runs and disk runs overlap says \"no clear difference\": its runs "
+                      "cannot tell RAM from disk. Raw files per host are in the host's directory; "
+                      "every figure is in results.json and results.csv, every run in runs.csv."
+                      % (data["run_id"], data["profile"], data["generated"], runs))]
     if data.get("seeds"):
         out += seed_sections(data)
     if data.get("skipped"):
         out.append(("list", data["skipped"]))
     if "ratios.png" in charts:
-        out.append(("img", ("ratios.png", "How many times better RAM is than disk, per test, with the range of the runs")))
+        out.append(("img", ("ratios.png", "How many times better RAM is than disk, per test, with %s" % (
+            "its 95% interval" if data.get("schema") == 3 else "the range of the runs"))))
     # Per group only where the groups differ in their hosts; otherwise it repeats the per-host table.
     if data["group_ratios"] and not _one_group(data):
         out.append(("h2", "Per group (geometric mean over the group's hosts and RAM targets)"))
@@ -616,12 +683,16 @@ def report_sections(data, charts):
                                for r in data["group_ratios"]])))
     paths = dict(((r["host"], r["label"]), r["path"]) for r in data["records"])
     out.append(("h2", "RAM versus disk, per host"))
-    out.append(("table", (["host", "RAM", "disk", "test", "result", "range of the runs", "runs"],
-                          [[r["host"], "%s (%s, %s)" % (r["ram_label"], r["ram_backend"], paths[(r["host"], r["ram_label"])]),
-                            "%s (%s)" % (r["disk_label"], paths[(r["host"], r["disk_label"])]), r["title"], r["words"],
-                            _range(r["ratio_low"], r["ratio_high"], r["ratio"], r["clear"])
-                            + (" (unsteady)" if unsteady(r) else ""), r["runs"]]
-                           for r in data["ratios"]])))
+    old_rows = [r for r in data["ratios"] if "verdict" not in r]
+    if old_rows or data.get("schema") != 3:
+        out.append(("table", (["host", "RAM", "disk", "test", "result", "range of the runs", "runs"],
+                              [[r["host"], "%s (%s, %s)" % (r["ram_label"], r["ram_backend"],
+                                                            paths[(r["host"], r["ram_label"])]),
+                                "%s (%s)" % (r["disk_label"], paths[(r["host"], r["disk_label"])]), r["title"],
+                                r["words"], _range(r["ratio_low"], r["ratio_high"], r["ratio"], r["clear"])
+                                + (" (unsteady)" if unsteady(r) else ""), r["runs"]]
+                               for r in old_rows])))
+    out += probe_comparison_sections(data, paths)
     for name, caption in (("throughput_write.png", "Sequential write throughput per host"),
                           ("throughput_read.png", "Sequential read throughput per host"),
                           ("throughput_groups.png", "Sequential throughput per group"),
@@ -682,12 +753,16 @@ def report_sections(data, charts):
     out.append(("h2", "Figures"))
     figures = []
     for r in data["records"]:
+        if "mode" in r:
+            continue
         figures.append([r["host"], r["label"], _bench.test_title(r["tool"], r["test"], r["op"]),
                         _with_spread("bw_bytes", r), _with_spread("iops", r), _with_spread("clat_ns_mean", r),
                         _with_spread("clat_ns_p50", r), _with_spread("clat_ns_p99", r), _with_spread("clat_ns_p99_9", r),
                         _with_spread("runtime_ms", r), r.get("runs") or 1])
-    out.append(("table", (["host", "target", "test", "throughput", "operations", "latency mean", "latency p50",
-                           "latency p99", "latency p99.9", "time", "runs"], figures)))
+    if figures:
+        out.append(("table", (["host", "target", "test", "throughput", "operations", "latency mean", "latency p50",
+                               "latency p99", "latency p99.9", "time", "runs"], figures)))
+    out += probe_figure_sections(data)
     out.append(("p", "Operations are per second: I/O operations for fio and dd, files for the small-file tests, "
                      "transactions for pgbench, builds for the compile test. Time is how long one run of the test took."))
     if data.get("unsettled"):
@@ -724,9 +799,158 @@ def report_sections(data, charts):
                      "device, not the page cache. The fdatasync job is buffered everywhere, as databases write. dd and "
                      "fio write random data (never /dev/zero), so zram stores real pages. Measuring time is the time "
                      "the host's tests ran, without waiting for other hosts."))
+    out += environment_sections(data)
     if data["problems"]:
         out.append(("h2", "Problems"))
         out.append(("p", "; ".join(data["problems"])))
+    return out
+
+
+PROBE_INTRO = (
+    "Run %s, profile %s, generated %s. Every figure is the median of its measured runs (%s; the warm-up round is "
+    "run, listed in runs.csv and left out of every figure), shown with n, its coefficient of variation (CoV) and the "
+    "interval of the median with the coverage that interval really has: 95%% where the runs allow it (6 or more), "
+    "else the lowest to the highest run with its own, lower coverage. RAM against disk is one comparison per job and "
+    "mode (fio's randrw is judged by its reads alone; metadata's create, stat, read and delete are one job, ahead "
+    "when any of them is and none behind); each judged figure is the ratio of the two sides' typical figures with an "
+    "exact, distribution-free interval on its logarithm (Hodges-Lehmann and Mann-Whitney; its true coverage beside "
+    "it). RAM is clearly ahead only when the whole interval lies above 1, "
+    "behind when below, and otherwise there is no clear difference. A disk row labelled cache (under 10%% of what it "
+    "issued reached the device in any of its runs) is shown and never counted as disk; a latency under 1 \u00b5s "
+    "is a no-op for storage and gets no ratio. Raw files per host are in the host's directory; every figure is in "
+    "results.json and results.csv, every run in runs.csv.")
+
+
+def _figure_words(metric, figure):
+    """'1.2 GiB/s (n 5, CoV 2.1%; 1.1-1.3 GiB/s, 93.8% only (lowest to highest of 5 runs))'."""
+    if not figure or figure.get("median") is None:
+        return "-"
+    text = "%s (n %d" % (_bench.human_metric(metric, figure["median"]), figure["n"])
+    if figure.get("cov") is not None:
+        text += ", CoV %.1f%%" % (100 * figure["cov"])
+    if figure.get("low") is not None and figure["n"] > 1:
+        text += "; %s-%s, %s" % (_bench.human_metric(metric, figure["low"]), _bench.human_metric(metric, figure["high"]),
+                                 _bench_stats.coverage_words(figure["coverage"], figure["n"]))
+    return text + ")"
+
+
+def _device_words(record):
+    """What reached the lowest device of a disk row: its share of what the probe issued and the bytes and flushes."""
+    if not record.get("device_stack"):
+        return "no block device"
+    share = record.get("device_share")
+    return "%s: %s of issued; read %s, written %s, %s flushes%s" % (
+        record["device_stack"], "%.0f%%" % (100 * share) if share is not None else "-",
+        _bench.human_bytes(record.get("device_read_bytes")), _bench.human_bytes(record.get("device_write_bytes")),
+        _count(record.get("device_flush_ios")),
+        ("; cache in %d runs" % record["cache_runs"]) if record.get("cache_runs") else "")
+
+
+def probe_comparison_sections(data, paths):
+    """The schema 3 comparisons: each with both figures (n, CoV, interval), the disk row's label and what reached its
+    device, the ratio with its interval and true coverage, the verdict and whether it counts."""
+    rows = [r for r in data["ratios"] if "verdict" in r]
+    if not rows:
+        return []
+    records = dict(((r["host"], r["label"], r["probe"], r["mode"], r["op"]), r) for r in data["records"] if "mode" in r)
+    table = []
+    for r in rows:
+        disk = records.get((r["host"], r["disk_label"], r["probe"], r["mode"], r["op"])) or {}
+        interval = "-"
+        if r["ratio"] is not None:
+            interval = "%s, %s" % (_range(r["ratio_low"], r["ratio_high"], r["ratio"], r["clear"]),
+                                   _bench_stats.coverage_words(r["coverage"])) if r["bounded"] else "unbounded"
+        verdict = r["verdict"] if r["counted"] else "%s, not counted: %s" % (r["verdict"], r["why"])
+        table.append([r["host"], "%s (%s, %s)" % (r["ram_label"], r["ram_backend"], paths.get((r["host"], r["ram_label"]))),
+                      "%s (%s)" % (r["disk_label"], paths.get((r["host"], r["disk_label"]))), r["title"],
+                      r["disk_row_label"] or "-", _figure_words(r["metric"], r["ram_figure"]),
+                      _figure_words(r["metric"], r["disk_figure"]), r["words"], interval, verdict,
+                      _device_words(disk)])
+    out = [("table", (["host", "RAM", "disk", "test", "disk row", "RAM figure", "disk figure", "result",
+                       "interval of the ratio", "verdict", "disk device"], table))]
+    compared = set((r["host"], r["probe"], r["mode"]) for r in rows)
+    alone = []
+    for r in data["records"]:
+        if "mode" in r and r["kind"] == "disk" and r.get("judged_metric") and (r["host"], r["probe"], r["mode"]) not in compared:
+            alone.append("Host %s, %s (%s): %s, %s: %s; row %s; %s" % (
+                r["host"], r["label"], r["path"], _bench.test_title(r["tool"], r["test"], r["op"]), r["mode"],
+                _figure_words(r["judged_metric"], {"median": r.get(r["judged_metric"]), "n": r["runs"], "cov": r["cov"],
+                                                   "low": r["ci_low"], "high": r["ci_high"],
+                                                   "coverage": r["ci_coverage"]}),
+                r.get("row_label") or "-", _device_words(r)))
+    if alone:
+        out.append(("p", "Disk figures with no RAM side to compare with: the direct run beside a buffered pair, where a "
+                         "RAM target cannot open files O_DIRECT (the device's own figure, not held against a buffered "
+                         "RAM figure):"))
+        out.append(("list", alone))
+    return out
+
+
+def probe_figure_sections(data):
+    """Every schema 3 figure: its mode and row label, the figure with n, CoV and interval, what reached the device, and
+    the most CPU steal seen while it ran; a figure stopped at the cap with its CoV above the limit says so."""
+    rows = []
+    for r in data["records"]:
+        if "mode" not in r:
+            continue
+        metric = r.get("stat_metric")
+        figure = {"median": r.get(metric) if metric else None, "n": r.get("runs") or 0, "cov": r.get("cov"),
+                  "low": r.get("ci_low"), "high": r.get("ci_high"), "coverage": r.get("ci_coverage")}
+        note = []
+        if r.get("cov") is not None and r["cov"] > _bench_stats.COV_LIMIT and (r.get("runs") or 0) >= _bench_stats.MAX_RUNS:
+            note.append("stopped at the cap of %d runs, CoV above %.1f%%" % (_bench_stats.MAX_RUNS,
+                                                                             100 * _bench_stats.COV_LIMIT))
+        if r.get("steal_share") is not None and r["steal_share"] > _bench.STEAL_FLAG:
+            note.append("CPU steal up to %.1f%%" % (100 * r["steal_share"]))
+        if r.get("steady_attained") is False:
+            note.append("fio's steady state not reached")
+        rows.append([r["host"], r["label"], _bench.test_title(r["tool"], r["test"], r["op"]), r["mode"],
+                     r.get("row_label") or "-", ("%s: " % metric if metric and metric != r.get("judged_metric") else "")
+                     + _figure_words(metric or "iops", figure), _device_words(r), "; ".join(note) or "-"])
+    if not rows:
+        return []
+    return [("table", (["host", "target", "test", "mode", "row", "figure (median, n, CoV, interval of the median)",
+                        "device (lowest level)", "notes"], rows))]
+
+
+def _environment_value(value):
+    """One value of the environment manifest as text: numbers and words as they are, a dict as key=value pairs."""
+    if isinstance(value, dict):
+        return ", ".join("%s=%s" % (key, _environment_value(one)) for key, one in sorted(value.items()))
+    if isinstance(value, list):
+        return "; ".join(_environment_value(one) for one in value)
+    return "-" if value is None or value == "" else str(value)
+
+
+def environment_sections(data):
+    """What each host's environment manifest holds (bench_env: governor, virtualization, block device stacks, dirty_*
+    sysctls, steal), shown as it came, and every probe run with more than 2% of its CPU stolen."""
+    environments = data.get("environment") or {}
+    if not environments and not data.get("steal_flags"):
+        return []
+    out = [("h2", "Environment"),
+           ("p", "What each host reported about itself while the tests ran, as it reported it. A probe run during which "
+                 "the hypervisor stole more than %d%% of the CPU is listed below it: its figure may be low for reasons "
+                 "that are not storage." % round(100 * _bench.STEAL_FLAG))]
+    for host in sorted(environments):
+        env = environments[host] or {}
+        out.append(("h3", "Host %s" % host))
+        rows, blocks = [], []
+        for key in sorted(env):
+            value = env[key]
+            if isinstance(value, str) and "\n" in value.strip():
+                blocks.append((key, value.rstrip("\n")))
+            else:
+                rows.append([key, _environment_value(value)])
+        if rows:
+            out.append(("table", (["what", "value"], rows)))
+        for key, text in blocks:
+            out.append(("p", key + ":"))
+            out.append(("pre", text))
+        if not env:
+            out.append(("p", "The host reported no environment."))
+    if data.get("steal_flags"):
+        out.append(("list", data["steal_flags"]))
     return out
 
 
@@ -913,6 +1137,7 @@ def latency_histograms(path, hosts):
 
 def build(path, hosts, groups, title):
     samples, memory, phases, warnings, seeds_of_hosts, workload_skips, unsettled = {}, {}, {}, [], {}, [], []
+    environment, steal_flags, schema3 = {}, [], False
     records = []
     problems = []
     context = {}
@@ -927,7 +1152,12 @@ def build(path, hosts, groups, title):
         manifest["groups"] = groups.get(host) or manifest.get("groups") or ["all"]
         run_id = run_id or manifest.get("run_id")
         profile = profile or manifest.get("profile")
-        host_records, host_problems = _bench.host_records(manifest, read_raw)
+        host_records, host_problems = _bench.host_records(manifest, read_raw, warmups=True)
+        if manifest.get("probes") is not None:
+            # Schema 3: the probes' results, the host's environment and the runs the hypervisor stole from.
+            schema3 = True
+            environment[host] = manifest.get("environment") or {}
+            steal_flags += _bench.steal_flags(manifest)
         records += host_records
         problems += host_problems
         context[host] = _bench.host_context(manifest)
@@ -957,11 +1187,17 @@ def build(path, hosts, groups, title):
             seeds_of_hosts[host] = host_seeds(manifest)
         targets[host] = [_bench.target_context(target) for target in manifest.get("targets") or []]
     host_groups = dict((host, groups.get(host) or ["all"]) for host in hosts)
-    runs = [dict((column, record.get(column)) for column in _bench.RUN_COLUMNS) for record in records]
-    records = _bench.summarize(records)
-    ratios = _bench.ratio_rows(records)
-    return {
-        "schema": 2,
+    run_columns = _bench.PROBE_RUN_COLUMNS if schema3 else _bench.RUN_COLUMNS
+    runs = [dict((column, record.get(column)) for column in run_columns) for record in records]
+    run_records = records
+    records = _bench_stats.summarize(run_records)
+    # Schema 1 and 2 records keep the ratios of the geometric means; schema 3 figures get the decision rule.
+    ratios = _bench.ratio_rows([record for record in records if "mode" not in record])
+    ratios += _bench_stats.probe_ratio_rows(records, run_records)
+    counted = [row for row in ratios if row.get("counted", True)]
+    columns = _bench.COLUMNS + ((_bench.PROBE_COLUMNS + _bench.STAT_COLUMNS) if schema3 else ())
+    data = {
+        "schema": 3 if schema3 else 2,
         "runs_per_figure": max([record["runs"] for record in records] or [1]),
         "runs_fewest": min([record["runs"] for record in records] or [1]),
         "title": title,
@@ -971,11 +1207,11 @@ def build(path, hosts, groups, title):
         "hosts": sorted(context),
         "context": context,
         "targets": targets,
-        "columns": list(_bench.COLUMNS),
+        "columns": list(columns),
         "records": records,
         "runs": runs,
         "ratios": ratios,
-        "group_ratios": _bench.group_rows(ratios, host_groups),
+        "group_ratios": _bench.group_rows(counted, host_groups),
         "group_throughput": group_throughput(records, host_groups),
         "memory": memory,
         "memory_samples": samples,
@@ -990,6 +1226,9 @@ def build(path, hosts, groups, title):
         "seed_skips": dict((host, dict((seed, how["skipped"]) for seed, how in sorted(seeds.items()) if how["skipped"]))
                            for host, seeds in sorted(seeds_of_hosts.items())),
     }
+    if schema3:
+        data.update(environment=environment, steal_flags=steal_flags, run_columns=list(run_columns))
+    return data
 
 
 def _differs(filename, content):
@@ -1080,8 +1319,8 @@ def main():
     sections = report_sections(data, chart_names)
     outputs = {
         "results.json": (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"),
-        "results.csv": _bench.csv_text(data["records"]).encode("utf-8"),
-        "runs.csv": _bench.csv_text(data["runs"], _bench.RUN_COLUMNS).encode("utf-8"),
+        "results.csv": _bench.csv_text(data["records"], data["columns"]).encode("utf-8"),
+        "runs.csv": _bench.csv_text(data["runs"], data.get("run_columns") or _bench.RUN_COLUMNS).encode("utf-8"),
         "report.md": render_markdown(sections).encode("utf-8"),
         "report.html": render_html(sections, data["title"], path).encode("utf-8"),
     }

@@ -242,3 +242,65 @@ def test_a_target_left_out_of_the_compile_test_is_named_with_its_reason(tmp_path
 ])
 def test_the_range_reads_the_way_its_words_do(low, high, ratio, clear, text):
     assert module_under_test._range(low, high, ratio, clear) == text
+
+
+# --- schema 1 and 2 as before, schema 3 from the probes' results -----------------------------------------
+
+def _built(path):
+    data = module_under_test.build(str(path), module_under_test.find_hosts(str(path)), {}, "T")
+    data["generated"] = "G"
+    data.pop("memory_samples")
+    return data
+
+
+def test_a_schema_1_run_reports_as_it_did_before_schema_3():
+    """tests/unit/fixtures/run-rounds-report holds what main at ca78187 wrote for the run-rounds fixture (report,
+    terminal summary, results and runs): reading schema 3 changed none of it."""
+    data = _built(RUN + "-rounds")
+    expected = os.path.join(os.path.dirname(RUN), "run-rounds-report")
+    with open(os.path.join(expected, "report.md"), encoding="utf-8") as handle:
+        assert module_under_test.render_markdown(module_under_test.report_sections(data, [])) == handle.read()
+    with open(os.path.join(expected, "summary.txt"), encoding="utf-8") as handle:
+        assert "\n".join(module_under_test.summary_lines(data)) == handle.read()
+    from ansible_collections.ramdisk.provision.plugins.module_utils import _bench
+    with open(os.path.join(expected, "results-and-runs.csv"), encoding="utf-8") as handle:
+        assert _bench.csv_text(data["records"]) + _bench.csv_text(data["runs"], _bench.RUN_COLUMNS) == handle.read()
+    assert data["schema"] == 2 and data["columns"] == list(COLUMNS) and "environment" not in data
+
+
+def test_a_schema_3_run_is_reported_from_the_probes_results(tmp_path):
+    import bench_schema3
+    doc, files = bench_schema3.manifest(ram_factor={"write_dsync": 0.5}, steal=(("randrw", "disk", 2),))
+    run_dir = tmp_path / "run"
+    bench_schema3.write_run(run_dir, doc, files)
+    result = run_module(tmp_path, path=str(run_dir), charts=True)
+    assert result.get("failed") is not True, result
+    assert result["problems"] == []
+    names = set(os.path.basename(f) for f in result["files"])
+    # The latency distributions come from the raw fio files, by their names.
+    assert {"latency_randrw_read.png", "latency_randrw_write.png", "latency_fsync_sync.png", "ratios.png"} <= names
+    # The headline counts jobs, only where RAM is ahead: not the cache row, not the job where it is behind.
+    headline = result["summary"][0]
+    assert headline.startswith("Host lab3: RAM clearly ahead of disk in 6 of 8 jobs: "), headline
+    assert "Behind in 1: large write, every block synced (dd) \u00d72.0 slower" in headline
+    assert "No clear difference in 1. Not counted: 1 where the disk row measured a cache (read back (dd), buffered)" in headline
+    assert "2 probe runs had more than 2% of the CPU stolen" in "\n".join(result["summary"])
+    data = json.loads((run_dir / "results.json").read_text())
+    assert data["schema"] == 3 and data["environment"]["lab3"]["governor"] == "performance"
+    with open(run_dir / "results.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {"mode", "row_label", "device_share", "device_write_bytes", "cov", "ci_coverage"} <= set(rows[0])
+    cache = [row for row in rows if (row["label"], row["probe"], row["mode"]) == ("disk", "read", "buffered")][0]
+    assert cache["row_label"] == "cache" and cache["cache_runs"] == "5" and cache["device_share"] == "0.0"
+    with open(run_dir / "runs.csv", newline="") as handle:
+        runs = list(csv.DictReader(handle))
+    warm = [row for row in runs if row["warmup"] == "True"]
+    assert warm and set(row["round"] for row in warm) == {"0"}
+    assert len(runs) == len(warm) * 6 and all(row["runs"] == "5" for row in rows)
+    report = (run_dir / "report.md").read_text()
+    assert "95% (exact 96.8%)" in report and "93.8% only (lowest to highest of 5 runs)" in report
+    assert "## Environment" in report and "| governor | performance |" in report and "`-vda  254:0" in report
+    assert "round 2: CPU steal 5.0%" in report
+    assert "Disk figures with no RAM side to compare with" in report
+    html = (run_dir / "report.html").read_text()
+    assert "<pre>NAME   MAJ:MIN" in html
