@@ -583,6 +583,38 @@ def target_context(target):
     }
 
 
+def normalize_manifest(manifest):
+    """A schema-3 manifest (the role on the registry) with each target's zram state and O_DIRECT flag where
+    target_context() reads them: ``zram`` from the environment the role read before and after the tests (bench_env),
+    ``direct`` from the target's ``direct_ok``. Older manifests come back as they are."""
+    if "probes" not in manifest:
+        return manifest
+    environment = manifest.get("environment") or {}
+
+    def zram_of(when):
+        return dict((entry.get("device"), entry) for entry in (environment.get(when) or {}).get("zram") or [])
+
+    before, after = zram_of("before"), zram_of("after")
+    targets = []
+    for target in manifest.get("targets") or []:
+        target = dict(target)
+        device = target.get("zram_device")
+        if device and device in before:
+            target["zram"] = {"device": device, "comp_algorithm": before[device].get("comp_algorithm"),
+                              "mm_stat_before": before[device].get("mm_stat"),
+                              "mm_stat_after": (after.get(device) or {}).get("mm_stat")}
+        if "direct" not in target and "direct_ok" in target:
+            target["direct"] = 1 if target["direct_ok"] else 0
+        plan = manifest.get("plan") or {}
+        if plan.get("seed_scale") and "seed_scale" not in target:
+            target["seed_scale"] = plan["seed_scale"]
+        for skip in plan.get("target_skips") or []:
+            if skip.get("label") == target.get("label") and skip.get("test") == "compile":
+                target.setdefault("compile_skip", skip.get("why"))
+        targets.append(target)
+    return dict(manifest, targets=targets)
+
+
 def _as_list(value):
     if value is None:
         return []

@@ -122,11 +122,13 @@ def reached_share(issued, level_deltas, what):
     return min(level[key] for level in level_deltas) / float(issued)
 
 
-def row_label(policy, issued, level_deltas, what, share=CACHE_SHARE):
-    """How a row is labelled: ``ram`` on no block device, ``cache`` when under SHARE of what the probe issued
-    reached the device at every level, else the probe's cache POLICY (direct, buffered, sync, cached)."""
+def row_label(policy, issued, level_deltas, what, share=CACHE_SHARE, kind="ram"):
+    """How a row is labelled: on no block device ``ram`` for a RAM target and ``unknown`` for a disk target (an
+    overlay or network file system: nothing shows whether the test reached a disk), ``cache`` when under SHARE of
+    what the probe issued reached the device at every level, else the probe's cache POLICY (direct, buffered, sync,
+    cached)."""
     if not level_deltas:
-        return "ram"
+        return "unknown" if kind == "disk" else "ram"
     reached = reached_share(issued, level_deltas, what)
     if reached is not None and reached < share:
         return "cache"

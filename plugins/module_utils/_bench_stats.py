@@ -408,7 +408,7 @@ def _no_raw(name):
     raise IOError("an A/A check reads no raw file (%s)" % name)
 
 
-def aa_check(manifest, confidence=CONFIDENCE):
+def aa_check(manifest, confidence=CONFIDENCE, unit="job"):
     """An A/A run: a schema 3 manifest of one host with two RAM targets, one of them declared ``kind: disk`` in the
     plan (tmpfs against tmpfs). Every comparison there is between two samples of one thing, so at most 1 - CONFIDENCE
     of them (5%) should be called clear. A comparison is a job (job_rows(): one per probe and mode), called clear when
@@ -419,7 +419,9 @@ def aa_check(manifest, confidence=CONFIDENCE):
     share alone."""
     manifest = dict(manifest, host=manifest.get("host") or "aa")
     run_records, problems = _bench.host_records(manifest, _no_raw)
-    rows = [row for row in job_rows(probe_ratio_rows(summarize(run_records, confidence), run_records, confidence))
+    # UNIT figure counts each judged figure of a job (metadata's four phases, each timed on its own) as a comparison.
+    figure_rows = probe_ratio_rows(summarize(run_records, confidence), run_records, confidence)
+    rows = [row for row in (figure_rows if unit == "figure" else job_rows(figure_rows))
             if row["verdict"] != NOT_COMPARABLE]
     clear = sum(1 for row in rows if row["clear"])
     return {"comparisons": len(rows), "clear": clear, "share": clear / float(len(rows)) if rows else None,

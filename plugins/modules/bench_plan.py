@@ -173,6 +173,10 @@ teardown:
   type: list
   elements: list
   sample: []
+seed_scale:
+  description: The seeds' experiments scaled to the run's test size (file sizes and counts); empty without seeds.
+  returned: always
+  type: dict
 target_skips:
   description: The tests a target is left out of, each with C(label), C(test) and C(why) (the compile test on a target
     that lets no other user in).
@@ -254,7 +258,7 @@ def main():
     out = {"changed": False, "probe_items": result["items"], "errors": result["errors"], "size_bytes": result["size_bytes"],
            "skipped": result["skipped"], "host_facts": facts, "dirs": result.get("dirs", []),
            "setup": result.get("setup", []), "teardown": result.get("teardown", []), "settle_args": {}, "summary": "",
-           "target_skips": result.get("target_skips", [])}
+           "target_skips": result.get("target_skips", []), "seed_scale": (result.get("context") or {}).get("seed") or {}}
     if result["errors"]:
         module.fail_json(msg="The benchmark plan of host %s has %d error(s), so nothing ran: %s"
                              % (host, len(result["errors"]), " ".join(result["errors"])), **out)

@@ -17,13 +17,13 @@ description:
     (such as dropping a file''s cached pages), reads its C(warm) files through, reads the block device counters
     (C(/sys/block/<dev>/stat)) of every level of the block device stack under the target, runs the command (no
     shell; C(LC_ALL=C)) or the program the item names, reads the counters again, and removes what the item made
-    (C(remove): its test file, a build's copy), so a target holds one test file at a time.'
+    (C(remove): its test file, the copy a build ran in), so a target holds one test file at a time.'
   - The raw output goes to the item's raw file whole or not at all (a temporary file beside it, synced, renamed,
     the directory synced); a command that writes its raw file itself (fio's C(--output)) writes to a temporary name
     that is renamed the same way. A failing command leaves no raw file of this item behind.
   - Returns the figures the registry's parser reads from the raw output, the counter deltas per level, the row's
-    label (C(ram) on no block device, C(cache) when under 10% of what the probe issued reached every level, else
-    the item's mode) and the seconds the command took.
+    label (on no block device C(ram), or C(unknown) for a disk target; C(cache) when under 10% of what the probe
+    issued reached every level; else the item's mode) and the seconds the command took.
   - Reads the all-CPU line of C(/proc/stat) and C(/proc/loadavg) right before and after the command, and returns
     the share of CPU time a hypervisor stole meanwhile and the load, so a row measured on a busy or robbed host can
     be told apart.
@@ -151,9 +151,10 @@ record:
            row_label: direct}}
 row_label:
   description:
-    - C(ram) on no block device, C(cache) when under 10% of what the probe issued reached every level of the
-      stack (the row measured a cache, and is never counted as disk), else the item's mode (direct, buffered,
-      sync, cached, published). Empty in check mode.
+    - On no block device C(ram) for a RAM target and C(unknown) for a disk target (an overlay or network file
+      system, where nothing shows whether the test reached a disk); C(cache) when under 10% of what the probe issued
+      reached every level of the stack (the row measured a cache, and is never counted as disk), else the item's
+      mode (direct, buffered, sync, cached, published). Empty in check mode.
   returned: always
   type: str
   sample: sync
@@ -517,7 +518,8 @@ def main():
     what, amount = _probes.issued(item, figures)
     result = {"raw": probe.raw, "seconds": seconds, "figures": figures, "stack": levels, "counters": level_deltas,
               "issued": {"what": what, "bytes": amount},
-              "row_label": _bench_counters.row_label(item["mode"], amount, level_deltas, what),
+              "row_label": _bench_counters.row_label(item["mode"], amount, level_deltas, what,
+                                                     kind=item.get("kind") or "ram"),
               "cpu": _bench_env.cpu_over(cpu_before, cpu_after)}
     module.exit_json(changed=True, run=run, removed=removed, record={"item": item, "result": result}, **result)
 

@@ -175,6 +175,7 @@ def load_host(path, host):
     directory = os.path.join(path, host)
     with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as handle:
         manifest = json.load(handle)
+    manifest = _bench.normalize_manifest(manifest)
     manifest["host"] = manifest.get("host") or host
 
     def read_raw(name):

@@ -96,17 +96,23 @@ def main(argv=None):
         with open(results, encoding="utf-8") as handle:
             bench = json.load(handle)
         for host in bench.get("hosts") or []:
-            ratios = [r for r in bench.get("ratios") or [] if r.get("host") == host]
-            clear = sorted((r for r in ratios if r.get("clear")), key=lambda r: -(r.get("ratio") or 0))
-            bench_lines.append("  %s: RAM clearly ahead of disk in %d of %d tests, no clear difference in the other %d"
-                               % (host, len(clear), len(ratios), len(ratios) - len(clear)))
-            for ratio in clear[:4]:
-                bench_lines.append("    %s %-50s %s (runs ×%s-%s)" % (
+            # Only the comparisons the report counts (a disk row that measured a cache, or a figure too small to
+            # divide by, is shown there but not counted); RAM behind the disk is not "ahead".
+            ratios = [r for r in bench.get("ratios") or [] if r.get("host") == host and r.get("counted", True)]
+            ahead = sorted((r for r in ratios if r.get("clear") and r.get("verdict", "ahead") == "ahead"),
+                           key=lambda r: -(r.get("ratio") or 0))
+            behind = [r for r in ratios if r.get("clear") and r.get("verdict") == "behind"]
+            bench_lines.append("  %s: RAM clearly ahead of disk in %d of %d comparisons, behind in %d, no clear"
+                               " difference in %d" % (host, len(ahead), len(ratios), len(behind),
+                                                      len(ratios) - len(ahead) - len(behind)))
+            for ratio in ahead[:4]:
+                bench_lines.append("    %s %-50s %s (×%s-%s)" % (
                     ratio["ram_backend"], ratio["title"][:50], ratio["words"], _num(ratio["ratio_low"]),
                     _num(ratio["ratio_high"])))
-            if len(clear) > 4:
-                bench_lines.append("    ... %d more in the report" % (len(clear) - 4))
-    lines.append("Benchmark (RAM against disk, every run's ratio; a range that reaches past x1 is no clear difference):")
+            if len(ahead) > 4:
+                bench_lines.append("    ... %d more in the report" % (len(ahead) - 4))
+    lines.append("Benchmark (RAM against disk, each ratio with its 95% interval; one that reaches past x1 is no clear"
+                 " difference):")
     lines.extend(bench_lines or ["  no results under %s/benchmark-results" % args.reports])
     survey = newest(args.reports, "survey-results/*/survey.json")
     if survey:

@@ -48,7 +48,7 @@ f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); print("held", flush=
 fi
 
 # As the Makefile's DEMO_BENCHMARK is written: the JSON in single quotes.
-bench="--limit lab-build -e '{\"benchmark_targets\": [{\"path\": \"/var/cache/lab-build\", \"label\": \"build\"}], \"benchmark_tests\": [\"fio\"], \"benchmark_fio_jobs\": [\"fsync\"], \"benchmark_runs\": 2}'"
+bench="--limit lab-build -e '{\"benchmark_targets\": [{\"path\": \"/var/cache/lab-build\", \"label\": \"build\"}], \"benchmark_tests\": [\"fio\"], \"benchmark_fio_jobs\": [\"fsync\"], \"benchmark_max_runs\": 5}'"
 echo "demo-test: make demo (its output: $out/demo.log)"
 set +e
 make --no-print-directory demo DEMO_BENCHMARK="$bench" > "$out/demo.log" 2>&1

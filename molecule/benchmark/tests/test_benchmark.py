@@ -1,38 +1,43 @@
 """The benchmark's results on the controller, and a clean host; read again after the restart.
 
-testinfra runs on the controller: the results are read as plain files from molecule's ephemeral
-directory, where converge put them: one round of every quick test (run id "molecule"), rounds with a further
-batch where they scatter ("molecule-settle") and the seeds profile ("molecule-seeds")."""
+testinfra runs on the controller: the results are read as plain files from molecule's ephemeral directory, where
+converge put them: dd alone ("molecule-dd", also run by idempotence), every test with one further round
+("molecule"), an A/A run of two tmpfs mounts ("molecule-aa") and the seeds profile ("molecule-seeds")."""
 
 from __future__ import annotations
 
 import csv
 import json
 import os
+import sys
 
 import pytest
 
-RESULTS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "results", "molecule")
-# The quick run's rounds (benchmark_runs in converge): one; the settle run below has the rounds and their spread.
-RUNS = 1
+BASE = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "results")
+# The collection as molecule's provisioner reads it (the repository's .cache/collections, or the directory above
+# ansible_collections when the scenario is read from there), for the A/A check's statistics.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+for _path in (os.path.join(ROOT, ".cache", "collections"), os.path.dirname(os.path.dirname(os.path.dirname(ROOT)))):
+    if os.path.isdir(os.path.join(_path, "ansible_collections", "ramdisk", "provision")):
+        sys.path.insert(0, _path)
+        break
+from ansible_collections.ramdisk.provision.plugins.module_utils import _bench_stats  # noqa: E402
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# Every figure named as fio names it, and the context to compare it.
-FIELDS = (
-    "bw_bytes", "iops", "clat_ns_p50", "clat_ns_p99", "clat_ns_p99_9", "kernel", "cpu_model", "cores", "mem_total_bytes",
-    "backend", "mount_options", "zram_algorithm", "zram_mm_stat_before", "zram_mm_stat_after", "profile",
-    "memcopy_bw_bytes", "memcopy_fraction", "host", "groups", "label", "path", "kind", "tool", "test", "op",
-)
-EXPECTED = {
-    ("fio", "seq_write", "write"), ("fio", "seq_read", "read"), ("fio", "randrw", "read"), ("fio", "randrw", "write"),
-    ("fio", "fsync", "sync"), ("dd", "write_fdatasync", "write"), ("dd", "write_dsync", "write"), ("dd", "read", "read"),
-    ("dd", "small_files", "write"), ("metadata", "metadata", "create"), ("metadata", "metadata", "stat"),
-    ("metadata", "metadata", "read"), ("metadata", "metadata", "delete"),
+# The least runs a side (benchmark_runs 0: the quick profile's 5), and the further round of the "molecule" run.
+RUNS = 5
+# Each host's tests in the "molecule" run (converge.yml), and the registry's probes they run.
+PROBES = {
+    "debian12": {"write_fdatasync", "write_dsync", "read", "small_files", "metadata"},
+    "debian13": {"seq_write", "seq_read", "randrw", "fsync", "build"},
 }
+# What a disk row can be labelled: its mode, cache (under 10% reached the device), unknown (no block device).
+DISK_LABELS = {"direct", "buffered", "sync", "cached", "cache", "unknown"}
 
 
-@pytest.fixture(scope="module")
-def results():
-    with open(os.path.join(RESULTS, "results.json"), encoding="utf-8") as handle:
+def load(run_id, name=None):
+    path = os.path.join(BASE, run_id, name, "manifest.json") if name else os.path.join(BASE, run_id, "results.json")
+    with open(path, encoding="utf-8") as handle:
         return json.load(handle)
 
 
@@ -41,124 +46,150 @@ def name(host):
     return host.backend.get_hostname()
 
 
-def test_raw_files_arrived(name, results):
-    directory = os.path.join(RESULTS, name)
-    manifest = json.load(open(os.path.join(directory, "manifest.json"), encoding="utf-8"))
-    assert manifest["profile"] == "quick" and manifest["host"] == name
-    # The profile's own count is 3 rounds; benchmark_runs asked for one.
-    assert manifest["profile_spec"]["runs"] == 3
-    assert manifest["runs"] == RUNS and manifest["measure_seconds"] > 0
-    for target in manifest["targets"]:
-        # Every test once per round: per round, one fio output per job, each job a fio run of its own (so the target
-        # held one job's files at a time).
-        assert len(target["fio"]) == RUNS and len(target["metadata"]) == RUNS
-        assert all(len(entries) == RUNS for entries in target["dd"].values())
-        for round_files in target["fio"]:
-            jobs = []
-            for name_ in round_files:
-                fio = json.load(open(os.path.join(directory, name_), encoding="utf-8"))
-                assert len(fio["jobs"]) == 1 and "stonewall" not in fio["jobs"][0]["job options"]
-                assert "bins" in (fio["jobs"][0]["write"]["clat_ns"] if fio["jobs"][0]["write"]["total_ios"]
-                                  else fio["jobs"][0]["read"]["clat_ns"]), "not json+ output"
-                jobs.append(fio["jobs"][0]["jobname"])
-            assert jobs == ["seq_write", "seq_read", "randrw", "fsync"]
-    dd = open(os.path.join(directory, "dd.txt"), encoding="utf-8").read()
-    assert "copied" in dd and "=== ram write_fdatasync %d" % RUNS in dd
+def short(name):
+    return name.split("-")[0]
 
 
-def test_results_carry_every_field(name, results):
-    records = [r for r in results["records"] if r["host"] == name]
-    assert records, "no records for %s" % name
+def measured(manifest):
+    return [probe for probe in manifest["probes"] if not probe["item"]["warmup"]]
+
+
+# --- dd alone ("molecule-dd"): the idempotent run ---------------------------------------------------------------
+
+def test_dd_run_came_back_whole(name):
+    manifest = load("molecule-dd", name)
+    assert manifest["schema"] == 3 and manifest["host"] == name and manifest["profile"] == "quick"
+    assert [target["label"] for target in manifest["targets"]] == ["ram", "disk"]
+    assert {probe["item"]["probe"] for probe in manifest["probes"]} == {"write_fdatasync", "write_dsync", "read",
+                                                                        "small_files"}
+    # A warm-up round, then 5 rounds, the targets taking turns within each round.
+    rounds = [(probe["item"]["round"], probe["item"]["label"]) for probe in manifest["probes"]]
+    assert rounds == sorted(rounds, key=lambda pair: pair[0])
+    assert {number for number, _label in rounds} == set(range(0, RUNS + 1))
+    for probe in manifest["probes"]:
+        raw = os.path.join(BASE, "molecule-dd", name, os.path.basename(probe["result"]["raw"]))
+        assert os.path.getsize(raw) > 0, raw
+        assert probe["result"]["figures"] and probe["result"]["seconds"] > 0
+    results = load("molecule-dd")
+    assert results["runs_per_figure"] == RUNS and os.path.getsize(os.path.join(BASE, "molecule-dd", "report.md")) > 0
+
+
+# --- every test, one further round ("molecule") ----------------------------------------------------------------
+
+def test_every_test_ran_each_round_on_both_sides_and_took_its_further_round(name):
+    manifest = load("molecule", name)
+    probes = measured(manifest)
+    assert {probe["item"]["probe"] for probe in probes} == PROBES[short(name)]
+    per = {}
+    for probe in probes:
+        per.setdefault((probe["item"]["probe"], probe["item"]["mode"], probe["item"]["label"]), []).append(
+            probe["item"]["round"])
+    for key, rounds in per.items():
+        # 5 rounds, then the one more the stopping rule asked for (0.01% is never reached; 6 is the cap).
+        assert sorted(rounds) == list(range(1, RUNS + 2)), key
+    assert {label for (_probe, _mode, label) in per} == {"ram", "disk"}
+    assert {rule["reason"] for rule in manifest["settle"]} == {"cap"}
+    assert all(rule["n"] == RUNS + 1 for rule in manifest["settle"])
+
+
+def test_each_disk_row_carries_its_label_and_device_counters(name):
+    manifest = load("molecule", name)
+    for probe in measured(manifest):
+        result, item = probe["result"], probe["item"]
+        if item["kind"] == "ram":
+            assert result["row_label"] == "ram" and result["counters"] == [], item
+            continue
+        assert result["row_label"] in DISK_LABELS, (item, result["row_label"])
+        # The counters are the levels of the stack under /var/tmp (none on an overlay: labelled unknown).
+        assert len(result["counters"]) == len(result["stack"]), item
+        assert (result["row_label"] == "unknown") == (result["stack"] == []), item
+
+
+def test_results_carry_n_cov_and_an_interval_with_its_coverage(name):
+    results = load("molecule")
+    records = [record for record in results["records"] if record["host"] == name]
+    assert records and all(record["runs"] == RUNS + 1 for record in records)
     for record in records:
-        missing = [field for field in FIELDS if field not in record]
-        assert not missing, missing
-    for label in ("ram", "disk"):
-        got = set((r["tool"], r["test"], r["op"]) for r in records if r["label"] == label)
-        assert EXPECTED <= got, EXPECTED - got
-    ram = [r for r in records if r["label"] == "ram"]
-    assert all(r["kind"] == "ram" and r["backend"] == "tmpfs" and r["direct"] == 0 for r in ram)
-    assert all(r["profile"] == "quick" and r["kernel"] and r["cores"] >= 1 and r["mem_total_bytes"] > 0 for r in records)
-    assert all(r["bw_bytes"] > 0 for r in records if r["tool"] == "fio" and r["op"] in ("read", "write"))
-    assert all(r["clat_ns_p99"] > 0 for r in records if r["tool"] == "fio")
-    assert results["context"][name]["memcopy_bw_bytes"] > 0
-    assert any(r["memcopy_fraction"] for r in ram)
-    assert any(row["host"] == name and "faster" in row["sentence"] or "slower" in row["sentence"]
-               for row in results["ratios"])
+        metric = record["judged_metric"]
+        if not metric or record.get(metric) is None:
+            continue
+        assert record["cov"] is None or record["cov"] >= 0
+        assert record["ci_low"] <= record[metric] <= record["ci_high"], (record["probe"], metric)
+        assert 0.9 < record["ci_coverage"] <= 1.0
+    rows = [row for row in results["ratios"] if row["host"] == name]
+    assert rows
+    for row in rows:
+        assert row["verdict"] in ("ahead", "behind", "no clear difference", "not comparable")
+        if row["ratio"] is not None and row["bounded"]:
+            assert row["ratio_low"] <= row["ratio"] <= row["ratio_high"]
+            assert row["clear"] == (row["verdict"] in ("ahead", "behind"))
+        assert row["counted"] == (row["disk_row_label"] != "cache" and row["verdict"] != "not comparable") \
+            or not row["counted"]
 
 
-def test_every_figure_carries_its_runs_and_range(name, results):
-    records = [r for r in results["records"] if r["host"] == name]
-    assert results["runs_per_figure"] == RUNS and all(r["runs"] == RUNS for r in records)
-    for record in records:
-        for metric in ("bw_bytes", "iops", "clat_ns_mean", "clat_ns_p50", "clat_ns_p99"):
-            if record[metric] is not None:
-                assert record[metric + "_min"] <= record[metric] <= record[metric + "_max"], (record["test"], metric)
-    runs = [r for r in results["runs"] if r["host"] == name]
-    assert len(runs) == RUNS * len(records) and set(r["round"] for r in runs) == set(range(1, RUNS + 1))
-    for row in (row for row in results["ratios"] if row["host"] == name):
-        assert row["runs"] == RUNS and row["ratio_low"] <= row["ratio"] <= row["ratio_high"]
-        assert row["words"] == "no clear difference" or row["clear"]
-
-
-def test_csv_matches_json(results):
-    with open(os.path.join(RESULTS, "results.csv"), newline="", encoding="utf-8") as handle:
+def test_csv_matches_json_and_the_report_and_charts_are_there():
+    results = load("molecule")
+    with open(os.path.join(BASE, "molecule", "results.csv"), encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == len(results["records"])
-    assert set(FIELDS) <= set(rows[0])
-
-
-def test_report_and_charts():
-    for name in ("report.md", "report.html"):
-        assert os.path.getsize(os.path.join(RESULTS, name)) > 0
-    pngs = [name for name in os.listdir(RESULTS) if name.endswith(".png")]
-    assert {"ratios.png", "throughput_write.png", "throughput_read.png", "iops.png",
-            "latency_p99.png", "memcopy_fraction.png", "latency_randrw_read.png", "latency_fsync_sync.png"} <= set(pngs)
-    # Both hosts are in the same groups (lab, all): no per-group chart repeating the per-host ones.
-    assert "throughput_groups.png" not in pngs
+    assert {"row_label", "mode", "cov", "ci_low", "ci_high", "ci_coverage"} <= set(rows[0])
+    pngs = [name for name in os.listdir(os.path.join(BASE, "molecule")) if name.endswith(".png")]
+    assert "ratios.png" in pngs
     for png in pngs:
-        with open(os.path.join(RESULTS, png), "rb") as handle:
+        with open(os.path.join(BASE, "molecule", png), "rb") as handle:
             assert handle.read(8) == PNG_SIGNATURE, png
-    report = open(os.path.join(RESULTS, "report.md"), encoding="utf-8").read()
-    assert "ram (tmpfs, /srv/ram)" in report
-    # The report opens with one sentence per host on what RAM bought.
-    opening = report.split("\n\n", 3)[2]
-    with open(os.path.join(RESULTS, "results.json"), encoding="utf-8") as handle:
-        hosts = set(row["host"] for row in json.load(handle)["ratios"])
-    assert opening.count("- Host ") == len(hosts)
+    report = open(os.path.join(BASE, "molecule", "report.md"), encoding="utf-8").read()
+    assert "## Environment" in report and "ram (tmpfs, /srv/ram)" in report
 
 
-def _visits(directory, name):
-    """The labels of a host's visits in the order they began (the controller's clock), and whether each visit
-    ended before the next began."""
-    manifest = json.load(open(os.path.join(directory, name, "manifest.json"), encoding="utf-8"))
-    spans = sorted((float(began), float(ended), target["label"]) for target in manifest["targets"]
-                   for began, ended in target["visits"])
-    apart = all(ended <= next_began for (_b, ended, _l), (next_began, _e, _n) in zip(spans, spans[1:]))
-    return [label for _began, _ended, label in spans], apart
-
-
-def test_targets_took_turns_round_by_round(name):
-    """benchmark_interleave (on by default): round 1 on /srv/ram, round 1 on the disk, round 2 on /srv/ram, ...; each
-    visit is recorded with the controller's clock, one after the other. The settle run shows it on Debian 13 over 2
-    rounds (its further rounds at the end of each target's last visit); Debian 12 visits /srv/ram once there
-    (benchmark_interleave false). The one-round quick run visits each target once, in order."""
-    assert _visits(RESULTS, name) == (["ram", "disk"], True)
-    if name.startswith("debian13"):
-        assert _visits(SETTLE, name) == (["ram", "disk"] * 2, True)
+def test_pgbench_and_the_compile_where_the_host_has_them_or_why_not(name, host):
+    manifest = load("molecule", name)
+    report = open(os.path.join(BASE, "molecule", "report.md"), encoding="utf-8").read()
+    if short(name) == "debian13":
+        assert manifest["pgbench_skip"].startswith("PostgreSQL is not installed on this host")
+        assert "pgbench did not run on host %s: PostgreSQL is not installed" % name in report
+        builds = [probe for probe in measured(manifest) if probe["item"]["probe"] == "build"]
+        # Each build ran in its own copy, named for its round, removed after it.
+        assert {probe["item"]["chdir"].rsplit("/", 1)[1] for probe in builds} == {
+            "round-%d" % number for number in range(1, RUNS + 2)}
+        assert all(probe["result"]["figures"][0]["runtime_ms"] >= 1 for probe in builds)
     else:
-        assert _visits(SETTLE, name) == (["ram"], True)
+        assert manifest["compile_skip"] and "compile did not run on host %s" % name in report
+        tx = [probe for probe in measured(manifest) if probe["item"]["tool"] == "pgbench"]
+        assert {probe["item"]["probe"] for probe in tx} == {"tpcb_like", "select_only"}
+        assert all(probe["result"]["figures"][0]["iops"] > 0 for probe in tx)
+    # The private clusters are stopped, every copy and test file gone.
+    assert [line for line in host.run("ps -eo args").stdout.splitlines() if "ramdisk-bench" in line] == []
 
 
-def test_no_benchmark_file_left_on_the_host(host):
-    for path in ("/srv/ram", "/var/tmp", "/tmp"):
-        left = host.run("find %s -maxdepth 1 -name 'ramdisk-bench.*'", path)
-        assert left.rc == 0 and left.stdout.strip() == "", left.stdout
-    assert host.mount_point("/srv/ram").filesystem == "tmpfs"
+# --- A/A ("molecule-aa") -----------------------------------------------------------------------------------------
+
+def test_an_aa_run_calls_few_comparisons_clear():
+    """tmpfs against tmpfs on both instances, the second mount declared the disk: every judged figure is a comparison
+    of two samples of one thing. More clear calls than a 5% false-alarm rate makes likely (p < 0.01) fail."""
+    comparisons = clear = 0
+    verdicts = []
+    for name in sorted(os.listdir(os.path.join(BASE, "molecule-aa"))):
+        if not os.path.isfile(os.path.join(BASE, "molecule-aa", name, "manifest.json")):
+            continue
+        manifest = load("molecule-aa", name)
+        for probe in manifest["probes"]:
+            if probe["item"]["label"] == "second":
+                probe["item"]["kind"] = "disk"
+        check = _bench_stats.aa_check(manifest, unit="figure")
+        assert check["problems"] == []
+        comparisons += check["comparisons"]
+        clear += check["clear"]
+        verdicts += [(name, row["probe"], row["verdict"], row["ratio"]) for row in check["rows"]]
+    assert comparisons >= 20, verdicts
+    p_value = _bench_stats.binomial_tail(clear, comparisons, 0.05)
+    print("A/A: %d of %d comparisons called clear (%.1f%%), p = %.3f" % (clear, comparisons,
+                                                                       100.0 * clear / comparisons, p_value))
+    assert p_value >= 0.01, verdicts
 
 
-# --- the seeds profile (run id "molecule-seeds", 2 runs, scaled down) -------------------------------------
+# --- the seeds profile ("molecule-seeds", scaled down) ----------------------------------------------------------
 
-SEEDS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "results", "molecule-seeds")
 # Every seed test's figures: (tool, test, op) and the metric each is judged by.
 SEED_FIGURES = {
     "tmp_dd": [("dd", "seed_block_write", "write", "bw_bytes"), ("dd", "seed_block_write_dsync", "write", "bw_bytes"),
@@ -175,181 +206,43 @@ SEED_FIGURES = {
 SEEDS_ON = {"debian12": set(SEED_FIGURES), "debian13": {"dd_64k"}}
 
 
-@pytest.fixture(scope="module")
-def seeds():
-    with open(os.path.join(SEEDS, "results.json"), encoding="utf-8") as handle:
-        return json.load(handle)
-
-
-def test_every_seed_test_ran_twice_and_carries_its_spread(name, seeds):
+def test_every_seed_test_ran_and_carries_its_spread(name):
+    seeds = load("molecule-seeds")
     records = dict(((r["label"], r["tool"], r["test"], r["op"]), r) for r in seeds["records"] if r["host"] == name)
-    ran = SEEDS_ON[name.split("-")[0]]
-    for seed in ran:
-        for tool, test, op, metric in SEED_FIGURES[seed]:
-            for label in ("ram", "disk"):
+    for seed, figures in SEED_FIGURES.items():
+        if seed not in SEEDS_ON[short(name)]:
+            assert not any(key[1:] == figure[:3] for key in records for figure in figures), seed
+            continue
+        for label in ("ram", "disk"):
+            for tool, test, op, metric in figures:
                 record = records.get((label, tool, test, op))
                 assert record, (seed, label, test, op)
-                assert record["profile"] == "seeds" and record["runs"] == 2, (seed, label, test, op)
+                assert record["profile"] == "seeds" and record["runs"] == RUNS, (seed, label, test, op)
                 assert record[metric] > 0, (seed, label, test, op, metric)
                 assert record[metric + "_min"] <= record[metric] <= record[metric + "_max"], (seed, label, test, op)
-    for seed in set(SEED_FIGURES) - ran:
-        assert not any(key[1:] == figure[:3] for key in records for figure in SEED_FIGURES[seed]), seed
-    runs = [r for r in seeds["runs"] if r["host"] == name]
-    assert set(r["round"] for r in runs) == {1, 2}
 
 
-def test_seeds_report_prints_the_published_figures_and_the_skips(name, seeds):
-    report = open(os.path.join(SEEDS, "report.md"), encoding="utf-8").read()
+def test_seeds_report_prints_the_published_figures_and_the_skips(name):
+    report = open(os.path.join(BASE, "molecule-seeds", "report.md"), encoding="utf-8").read()
     for text in ("## The seeds' experiments", "the /tmp write-up (502 servers)", "1.4 GB/s", "869 MB/s",
                  "10,000 files in 26.7 s", "the tmpfs vs ext3 write-up", "the ramdisk guide", "1089k", "1536 µs",
                  "the PostgreSQL write-up", "1,137,033 ops/s", "the dd write-up", "×3.5 faster"):
         assert text in report, text
-    if name.startswith("debian13"):
+    if short(name) == "debian13":
         assert "Host %s: skipped: PostgreSQL is not installed on this host" % name in report
         assert "Host %s: skipped: not asked for" % name in report
     else:
         assert "Host %s: skipped" % name not in report
         assert "Host %s, target ram: -n 1:" % name in report
-    manifest = json.load(open(os.path.join(SEEDS, name, "manifest.json"), encoding="utf-8"))
+    manifest = load("molecule-seeds", name)
     assert manifest["profile"] == "seeds" and manifest["tests"] == []
-    assert os.path.getsize(os.path.join(SEEDS, name, "seeds.txt")) > 0
 
 
-def test_pgbench_on_a_private_cluster_or_why_not(name, host, results):
-    records = [r for r in results["records"] if r["host"] == name and r["tool"] == "pgbench"]
-    if name.startswith("debian13"):
-        assert not records
-        assert "pgbench did not run on host %s: PostgreSQL is not installed" % name in open(
-            os.path.join(RESULTS, "report.md"), encoding="utf-8").read()
-        return
-    got = set((r["label"], r["test"]) for r in records)
-    assert got == {(label, test) for label in ("ram", "disk") for test in ("tpcb_like", "select_only")}
-    for record in records:
-        assert record["runs"] == RUNS and record["iops"] > 0
-        assert record["iops_min"] <= record["iops"] <= record["iops_max"]
-    assert any(row["host"] == name and row["tool"] == "pgbench" for row in results["ratios"])
-    # The private cluster is stopped and gone; the image's own server, if running, kept its data directory.
-    # (ps, not pgrep -f, which would find the shell that runs it, its pattern in the command line.)
+# --- the host after every run ------------------------------------------------------------------------------------
+
+def test_no_benchmark_file_left_on_the_host(host):
+    for path in ("/srv/ram", "/srv/ram2", "/var/tmp", "/tmp"):
+        left = host.run("find %s -maxdepth 1 -name 'ramdisk-bench.*'", path)
+        assert left.rc == 0 and left.stdout.strip() == "", left.stdout
+    assert host.mount_point("/srv/ram").filesystem == "tmpfs"
     assert [line for line in host.run("ps -eo args").stdout.splitlines() if "ramdisk-bench" in line] == []
-
-
-def test_compile_in_each_target_or_why_not(name, host, results):
-    records = [r for r in results["records"] if r["host"] == name and r["tool"] == "compile"]
-    report = open(os.path.join(RESULTS, "report.md"), encoding="utf-8").read()
-    manifest = json.load(open(os.path.join(RESULTS, name, "manifest.json"), encoding="utf-8"))
-    if name.startswith("debian12"):
-        # The database image has no source tree to build (nor a compiler): skipped on that host, and the report says why.
-        assert not records and manifest["compile_skip"]
-        assert ("compile did not run on host %s: benchmark_compile_source /usr/local/src/tiny is not a directory" % name
-                in report)
-        return
-    cores = int(host.run("nproc").stdout)
-    assert manifest["compile_skip"] == "" and manifest["compile_command"] == ["make", "-j%d" % cores]
-    for target in manifest["targets"]:
-        assert [int(run["round"]) for run in target["compile"]] == list(range(1, RUNS + 1))
-    got = dict((r["label"], r) for r in records)
-    assert set(got) == {"ram", "disk"}
-    for record in got.values():
-        # prepare's project compiles three files and links them: tens of milliseconds at least, where a make that
-        # found nothing to do takes a few.
-        assert record["runs"] == RUNS and record["runtime_ms_min"] <= record["runtime_ms"] <= record["runtime_ms_max"]
-        assert record["runtime_ms_min"] >= 30
-        assert abs(record["iops"] - 1000.0 / record["runtime_ms"]) < 0.05 * record["iops"]
-    (row,) = [row for row in results["ratios"] if row["host"] == name and row["tool"] == "compile"]
-    assert row["title"] == "build of a code base (compile)" and row["ratio_low"] <= row["ratio"] <= row["ratio_high"]
-    assert "build of a code base (compile)" in report
-    # The copies and their builds went with the test directory.
-    assert host.run("ls -a /srv/ram /var/tmp").stdout.count("ramdisk-bench") == 0
-
-
-SETTLE = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "results", "molecule-settle")
-# The figure each test of that run is judged by (the ratio table's), per (tool, test, op).
-JUDGED = {("fio", "seq_read", "read"): "bw_bytes", ("metadata", "metadata", "create"): "iops",
-          ("metadata", "metadata", "stat"): "iops", ("metadata", "metadata", "read"): "iops",
-          ("metadata", "metadata", "delete"): "iops",
-          ("dd", "write_fdatasync", "write"): "bw_bytes", ("dd", "write_dsync", "write"): "bw_bytes",
-          ("dd", "read", "read"): "bw_bytes", ("dd", "small_files", "write"): "iops",
-          ("pgbench", "tpcb_like", "transaction"): "iops", ("pgbench", "select_only", "transaction"): "iops",
-          ("compile", "build", "build"): "iops"}
-# benchmark_settle_spread of that run.
-SPREAD = 0.005
-
-
-def _width(values):
-    """Below 6 rounds the 95% interval of the median is the lowest to the highest run."""
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
-    return (ordered[-1] - ordered[0]) / median
-
-
-def test_further_rounds_ran_only_where_the_first_ones_scattered(name, host):
-    """Read every round of the settle run back from runs.csv and check the role's decision: a test ran rounds 3 and 4
-    when, and only when, one of its figures spread more than SPREAD over rounds 1 and 2; what still spread more than
-    SPREAD over all its rounds is listed as unsettled."""
-    with open(os.path.join(SETTLE, "results.json"), encoding="utf-8") as handle:
-        settle = json.load(handle)
-    manifest = json.load(open(os.path.join(SETTLE, name, "manifest.json"), encoding="utf-8"))
-    runs = [row for row in settle["runs"] if row["host"] == name]
-    # Debian 13 measures both targets; Debian 12 /srv/ram alone (benchmark_disk_path null).
-    assert [t["label"] for t in manifest["targets"]] == (["ram", "disk"] if name.startswith("debian13") else ["ram"])
-    repeated = 0
-    for target in manifest["targets"]:
-        figures = {}
-        for row in runs:
-            key = (row["tool"], row["test"], row["op"])
-            if row["label"] == target["label"] and key in JUDGED:
-                figures.setdefault(key, {})[int(row["round"])] = row[JUDGED[key]]
-        tools = sorted(set(key[0] for key in figures))
-        assert tools == (["compile"] if name.startswith("debian13") else ["dd", "fio", "metadata", "pgbench"]), tools
-        expected_unsettled = []
-        for tool in tools:
-            mine = dict((key, rounds) for key, rounds in figures.items() if key[0] == tool)
-            scattered = any(_width([rounds[n] for n in (1, 2)]) > SPREAD for rounds in mine.values())
-            for key, rounds in mine.items():
-                assert sorted(rounds) == ([1, 2, 3, 4] if scattered else [1, 2]), (target["label"], key)
-                if _width(list(rounds.values())) > SPREAD:
-                    expected_unsettled.append(key)
-            repeated += scattered
-        got = sorted((u["tool"], u["test"], u["op"]) for u in target["unsettled"])
-        assert got == sorted(expected_unsettled), (target["label"], got, expected_unsettled)
-        assert target["rounds"] == max(max(rounds) for rounds in figures.values())
-    # Timings of a fraction of a second never agree within 0.5% over 2 rounds: at least one test ran again.
-    assert repeated > 0
-    # pgbench's cluster is stopped; the compile's copies went with the test directory.
-    assert [line for line in host.run("ps -eo args").stdout.splitlines() if "ramdisk-bench" in line] == []
-    assert host.run("ls -a /srv/ram /var/tmp").stdout.count("ramdisk-bench") == 0
-
-
-def test_rounds_of_dd_pgbench_and_the_compile_keep_their_spread(name):
-    """Every figure of the settle run is the median of the rounds that test ran (2, or 4 after a further batch), with
-    the lowest and highest round beside it; the raw files of fio and the metadata test, the compile's builds and
-    pgbench's runs (one private cluster, started again for the further batch) are listed round by round."""
-    with open(os.path.join(SETTLE, "results.json"), encoding="utf-8") as handle:
-        settle = json.load(handle)
-    manifest = json.load(open(os.path.join(SETTLE, name, "manifest.json"), encoding="utf-8"))
-    records = [r for r in settle["records"] if r["host"] == name and (r["tool"], r["test"], r["op"]) in JUDGED]
-    rounds = {}
-    for row in settle["runs"]:
-        if row["host"] == name:
-            rounds.setdefault((row["label"], row["tool"], row["test"], row["op"]), set()).add(int(row["round"]))
-    tool = "compile" if name.startswith("debian13") else "pgbench"
-    assert set(r["tool"] for r in records) == ({tool} if tool == "compile" else {"dd", "fio", "metadata", tool})
-    for record in records:
-        key = (record["label"], record["tool"], record["test"], record["op"])
-        metric = JUDGED[key[1:]]
-        assert record["runs"] == len(rounds[key]) and record["runs"] in (2, 4), key
-        assert 0 < record[metric + "_min"] <= record[metric] <= record[metric + "_max"], key
-    for target in manifest["targets"]:
-        if tool == "compile":
-            built = [int(run["round"]) for run in target["compile"]]
-            assert built == sorted(rounds[(target["label"], "compile", "build", "build")]), built
-            (record,) = [r for r in records if r["label"] == target["label"] and r["tool"] == "compile"]
-            # Builds per second is one over each build's time: the fastest build gives the most.
-            assert abs(record["iops_max"] - 1000.0 / record["runtime_ms_min"]) < 0.05 * record["iops_max"]
-        else:
-            assert len(target["fio"]) == len(rounds[(target["label"], "fio", "seq_read", "read")])
-            assert len(target["metadata"]) == len(rounds[(target["label"], "metadata", "metadata", "create")])
-            assert sorted(set((run["test"], int(run["round"])) for run in target["pgbench"])) == sorted(
-                (test, number) for test in ("select_only", "tpcb_like")
-                for number in rounds[(target["label"], "pgbench", test, "transaction")])

@@ -129,5 +129,7 @@ def test_a_row_that_reached_the_device_keeps_its_policy(sys_root):
 
 def test_no_device_is_ram_and_nothing_issued_is_no_share():
     assert counters.row_label("direct", 1048576, [], "write") == "ram"
+    # A disk target on no block device (overlay, NFS): nothing shows the test reached a disk.
+    assert counters.row_label("direct", 1048576, [], "write", kind="disk") == "unknown"
     assert counters.reached_share(0, [{"write_bytes": 0}], "write") is None
     assert counters.row_label("cached", 0, [{"write_bytes": 0}], "write") == "cached"
