@@ -564,9 +564,8 @@ def target_skips(targets, tests, compile_user):
     """[{label, test, why}]: the tests a target is left out of, and why."""
     if "compile" not in tests:
         return []
-    return [{"label": target["label"], "test": "compile",
-             "why": "the target directory %s lets no other user in, and the build runs as %s." % (target["path"],
-                                                                                               compile_user)}
+    why = "the target directory %s lets no other user in, and the build runs as %s."
+    return [{"label": target["label"], "test": "compile", "why": why % (target["path"], compile_user)}
             for target in targets if not target.get("others_enter", True)]
 
 

@@ -183,8 +183,8 @@ def test_an_aa_run_calls_few_comparisons_clear():
         verdicts += [(name, row["probe"], row["verdict"], row["ratio"]) for row in check["rows"]]
     assert comparisons >= 20, verdicts
     p_value = _bench_stats.binomial_tail(clear, comparisons, 0.05)
-    print("A/A: %d of %d comparisons called clear (%.1f%%), p = %.3f" % (clear, comparisons,
-                                                                       100.0 * clear / comparisons, p_value))
+    share = 100.0 * clear / comparisons
+    print("A/A: %d of %d comparisons called clear (%.1f%%), p = %.3f" % (clear, comparisons, share, p_value))
     assert p_value >= 0.01, verdicts
 
 

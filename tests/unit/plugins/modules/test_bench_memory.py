@@ -32,6 +32,7 @@ def test_samples_until_the_stop_file_appears(tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
     out, stop = raw / "memory.tsv", tmp_path / "memory.stop"
+
     # The stop file comes once three samples are out, however long the module took to start on a busy machine.
     def stop_after_three():
         deadline = time.monotonic() + 60
