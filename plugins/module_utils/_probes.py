@@ -690,6 +690,11 @@ def settle(items, figures, targets, profile, max_runs=_bench_stats.MAX_RUNS, cov
         if one["label"] not in groups[key]:
             groups[key].append(one["label"])
         last[key] = max(last.get(key, 0), one["round"])
+    ran = {}
+    for one in items:
+        if not one["warmup"]:
+            key = (one["probe"], one["mode"], one["label"])
+            ran[key] = ran.get(key, 0) + 1
     status, wanted = [], {}
     for (probe_id, mode), labels in sorted(groups.items()):
         for judged in probe(probe_id)["figures"]:
@@ -699,6 +704,15 @@ def settle(items, figures, targets, profile, max_runs=_bench_stats.MAX_RUNS, cov
                           == (probe_id, mode, label, judged["op"]) and not figure["warmup"]
                           and figure.get(judged["metric"]) is not None]
                 rule = _bench_stats.stop(values, max_runs=max_runs, cov_limit=cov_limit)
+                rounds = ran.get((probe_id, mode, label), 0)
+                # The cap counts the rounds run, not the figures: a run that gave no figure (bonnie++ on tmpfs finds
+                # some of its tests too quick to time) is no reason to run more, and more would never end.
+                if rounds >= _bench_stats.MIN_RUNS and len(values) < rounds and not rule["done"]:
+                    rule = dict(rule, done=True, more=0, reason="few-figures")
+                rule["more"] = max(0, min(rule["more"], max_runs - rounds))
+                if not rule["more"] and not rule["done"]:
+                    rule = dict(rule, done=True, reason="cap")
+                rule["rounds"] = rounds
                 status.append(dict(rule, probe=probe_id, mode=mode, label=label, op=judged["op"],
                                    metric=judged["metric"]))
                 wanted[(probe_id, mode)] = max(wanted.get((probe_id, mode), 0), rule["more"])

@@ -28,7 +28,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RUNS = 5
 # Each host's tests in the "molecule" run (converge.yml), and the registry's probes they run.
 PROBES = {
-    "debian12": {"write_fdatasync", "write_dsync", "read", "small_files", "metadata"},
+    "debian12": {"write_fdatasync", "write_dsync", "read", "small_files", "metadata", "tpcb_like", "select_only"},
     "debian13": {"seq_write", "seq_read", "randrw", "fsync", "build"},
 }
 # What a disk row can be labelled: its mode, cache (under 10% reached the device), unknown (no block device).

@@ -585,3 +585,20 @@ def test_the_build_leaves_out_a_target_that_lets_no_other_user_in_and_says_why()
     assert plan["target_skips"] == [{"label": "ram", "test": "compile", "why": "the target directory /srv/ram lets no"
                                      " other user in, and the build runs as nobody."}]
     assert make_plan(targets=(closed, DISK))["target_skips"] == []
+
+
+def test_settle_counts_rounds_not_figures_a_test_too_quick_to_time_runs_no_more():
+    """bonnie++ on tmpfs may print no figure for a test (+++++): five rounds with two figures are not a reason to run
+    more, and the cap is on rounds run (the settle step looped on such a figure before)."""
+    options = {"host": "h", "random_file": RANDOM, "raw_dir": RAW, "cores": 2, "dir_name": "rb", "tests": ("dd",)}
+    plan = probes.plan([RAM, DISK], PROFILE, **options)
+    items = [one for one in plan["items"] if one["probe"] == "write_fdatasync"]
+    figures = figures_of({"items": items}, {"ram": [1.0] * 5, "disk": [1.0, 1.0, None, None, None]})
+    out = probes.settle(items, figures, [RAM, DISK], PROFILE, **options)
+    assert out["items"] == []
+    disk = [rule for rule in out["status"] if rule["label"] == "disk"][0]
+    assert (disk["reason"], disk["rounds"], disk["n"]) == ("few-figures", 5, 2)
+    # Noisy, and already at the cap in rounds: no more, whatever the figures say.
+    noisy = figures_of({"items": items}, {"ram": [1.0] * 5, "disk": [1.0, 2.0, 1.0, 2.0, 1.0]})
+    capped = probes.settle(items, noisy, [RAM, DISK], PROFILE, max_runs=5, **options)
+    assert capped["items"] == [] and [rule["reason"] for rule in capped["status"] if rule["label"] == "disk"] == ["cap"]
