@@ -147,7 +147,7 @@ size_bytes:
   returned: always
   type: int
   sample: 268435456
-skipped:
+skipped_seeds:
   description: The seeds that cannot run on this host, each with why.
   returned: always
   type: dict
@@ -256,7 +256,7 @@ def main():
     args = settle_args(params, facts)
     result = _probes.plan(params["targets"], params["profile"], mem_available=facts["mem_available"], **args)
     out = {"changed": False, "probe_items": result["items"], "errors": result["errors"], "size_bytes": result["size_bytes"],
-           "skipped": result["skipped"], "host_facts": facts, "dirs": result.get("dirs", []),
+           "skipped_seeds": result["skipped"], "host_facts": facts, "dirs": result.get("dirs", []),
            "setup": result.get("setup", []), "teardown": result.get("teardown", []), "settle_args": {}, "summary": "",
            "target_skips": result.get("target_skips", []), "seed_scale": (result.get("context") or {}).get("seed") or {}}
     if result["errors"]:

@@ -9,12 +9,8 @@ import io
 import json
 import math
 import os
-import subprocess
-import sys
-import time
 
 import pytest
-import yaml
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _bench
 

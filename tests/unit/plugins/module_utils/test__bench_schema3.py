@@ -174,10 +174,10 @@ def test_the_decision_rule_calls_at_most_five_percent_of_a_a_comparisons_clear()
     rng = random.Random(20261129)
     trials = 1000
     clear = 0
-    for _ in range(trials):
+    for _trial in range(trials):
         n, m = rng.randint(5, 15), rng.randint(5, 15)
-        ram = [rng.lognormvariate(0, 0.2) for _ in range(n)]
-        disk = [rng.lognormvariate(0, 0.2) for _ in range(m)]
+        ram = [rng.lognormvariate(0, 0.2) for _index in range(n)]
+        disk = [rng.lognormvariate(0, 0.2) for _index in range(m)]
         clear += stats.compare(ram, disk)["verdict"] != stats.UNCLEAR
     assert clear <= 0.05 * trials, clear
     # And it is what the rule's rate predicts, not a lucky draw: within three standard deviations of it.

@@ -78,7 +78,7 @@ def test_ends_after_max_seconds_and_when_its_directory_is_gone(tmp_path):
     time.sleep(0.5)
     os.unlink(str(raw / "memory.tsv"))
     os.rmdir(str(raw))
-    out, _ = proc.communicate(timeout=20)
+    out, _err = proc.communicate(timeout=20)
     assert '"ended_by": "directory gone"' in out
 
 
