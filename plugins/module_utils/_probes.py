@@ -425,7 +425,10 @@ def parse(item, text, run=None):
     figures = entry["parse"](text, item, run) if entry.get("parse_context") else entry["parse"](text)
     out = []
     for figure in figures:
-        out.append(dict(figure, probe=entry["id"], tool=entry["tool"], test=entry["test"], label=item["label"],
+        # A seed's output may hold more than its own test (pg_test_fsync prints one 8 KiB write, then two): each
+        # figure keeps the test its parser named, the probe's own by default.
+        out.append(dict(figure, probe=entry["id"], tool=entry["tool"], test=figure.get("test") or entry["test"],
+                        label=item["label"],
                         mode=item["mode"], round=item["round"], warmup=item["warmup"]))
     return out
 
@@ -700,8 +703,9 @@ def settle(items, figures, targets, profile, max_runs=_bench_stats.MAX_RUNS, cov
         for judged in probe(probe_id)["figures"]:
             for label in labels:
                 values = [figure[judged["metric"]] for figure in figures
-                          if (figure["probe"], figure["mode"], figure["label"], figure["op"])
-                          == (probe_id, mode, label, judged["op"]) and not figure["warmup"]
+                          if (figure["probe"], figure["mode"], figure["label"], figure["op"],
+                              figure.get("test", probe(probe_id)["test"]))
+                          == (probe_id, mode, label, judged["op"], probe(probe_id)["test"]) and not figure["warmup"]
                           and figure.get(judged["metric"]) is not None]
                 rule = _bench_stats.stop(values, max_runs=max_runs, cov_limit=cov_limit)
                 rounds = ran.get((probe_id, mode, label), 0)
@@ -743,7 +747,8 @@ def judge(items, figures, row_labels=None):
         for judged in probe(probe_id)["figures"]:
             values = {}
             for figure in figures:
-                if ((figure["probe"], figure["mode"], figure["op"]) == (probe_id, mode, judged["op"])
+                if ((figure["probe"], figure["mode"], figure["op"], figure.get("test", probe(probe_id)["test"]))
+                        == (probe_id, mode, judged["op"], probe(probe_id)["test"])
                         and not figure["warmup"] and figure.get(judged["metric"]) is not None):
                     values.setdefault(figure["label"], []).append(figure[judged["metric"]])
             rams = [label for label in values if kinds.get(label) == "ram"]

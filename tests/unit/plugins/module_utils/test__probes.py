@@ -601,3 +601,17 @@ def test_settle_counts_rounds_not_figures_a_test_too_quick_to_time_runs_no_more(
     noisy = figures_of({"items": items}, {"ram": [1.0] * 5, "disk": [1.0, 2.0, 1.0, 2.0, 1.0]})
     capped = probes.settle(items, noisy, [RAM, DISK], PROFILE, max_runs=5, **options)
     assert capped["items"] == [] and [rule["reason"] for rule in capped["status"] if rule["label"] == "disk"] == ["cap"]
+
+
+def test_a_seed_figure_keeps_its_own_test_one_figure_per_test_and_op_a_round():
+    """pg_test_fsync prints the same methods for one 8 KiB write and for two: each figure keeps the test its parser
+    named, so a round gives one figure per test and operation (the lab's seeds run counted 10 runs of 5 before)."""
+    with open(os.path.join(ROOT, "tests", "unit", "fixtures", "run-seeds", "lab-debian12", "seeds.txt"),
+              encoding="utf-8") as handle:
+        section = _bench.dd_sections(handle.read())["ram pg_test_fsync 1"]
+    item = {"probe": "pg_test_fsync", "label": "ram", "mode": "published", "round": 1, "warmup": False,
+            "seed_entry": {"kind": "pg_test_fsync"}}
+    figures = probes.parse(item, section, {"seconds": 1})
+    keys = [(figure["test"], figure["op"]) for figure in figures]
+    assert len(keys) == len(set(keys)) and ("one_8k_write", "fdatasync") in keys
+    assert {figure["probe"] for figure in figures} == {"pg_test_fsync"}
