@@ -718,7 +718,7 @@ def settle(items, figures, targets, profile, max_runs=_bench_stats.MAX_RUNS, cov
                     rule = dict(rule, done=True, reason="cap")
                 rule["rounds"] = rounds
                 status.append(dict(rule, probe=probe_id, mode=mode, label=label, op=judged["op"],
-                                   metric=judged["metric"]))
+                                   metric=judged["metric"], tool=probe(probe_id)["tool"], test=probe(probe_id)["test"]))
                 wanted[(probe_id, mode)] = max(wanted.get((probe_id, mode), 0), rule["more"])
     new = []
     top = max([last[key] + wanted[key] for key in wanted if wanted[key]] or [0])

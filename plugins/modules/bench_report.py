@@ -637,6 +637,10 @@ def summary_lines(data):
     if data.get("steal_flags"):
         lines.append("%d probe runs had more than %d%% of the CPU stolen by the hypervisor (listed in the report's "
                      "environment section)." % (len(data["steal_flags"]), round(100 * _bench.STEAL_FLAG)))
+    if data.get("stopped"):
+        lines.append("%d figures stopped before they settled, their runs scattering more than the stopping rule allows "
+                     "(listed in the report): read their comparisons with care, or run them on a quieter host."
+                     % len(data["stopped"]))
     if data.get("unsettled"):
         lines.append("%d figures had not settled after their last round (listed in the report): their runs scatter."
                      % len(data["unsettled"]))
@@ -777,6 +781,17 @@ def report_sections(data, charts):
                                 "%s – %s" % (_bench.human_metric(u["metric"], u["low"]), _bench.human_metric(u["metric"], u["high"])),
                                 "%.0f%%" % (100 * u["width"]) if u.get("width") is not None else "-"]
                                for u in data["unsettled"]])))
+    if data.get("stopped"):
+        out.append(("h2", "Figures that did not settle"))
+        out.append(("p", "The stopping rule runs every figure at least 5 times, then once more until the coefficient of "
+                         "variation of its runs is at most the limit (benchmark_cov_limit), up to a cap "
+                         "(benchmark_max_runs). These figures stopped above the limit: at the cap, or because some "
+                         "runs gave no figure. Their intervals are wider; read their comparisons with care, or run "
+                         "them on a quieter host."))
+        out.append(("table", (["host", "target", "test", "mode", "figure", "runs", "CoV", "why it stopped"],
+                              [[u["host"], u["label"], _bench.test_title(u.get("tool") or "", u.get("test") or u["probe"], u["op"]), u["mode"], u["metric"],
+                                u.get("rounds"), "%.1f%%" % (100 * u["cov"]) if u.get("cov") is not None else "-",
+                                _stopped_words(u)] for u in data["stopped"]])))
     out.append(("h2", "Hosts and targets"))
     hosts = []
     for host in data["hosts"]:
@@ -890,17 +905,18 @@ def probe_comparison_sections(data, paths):
 def probe_figure_sections(data):
     """Every schema 3 figure: its mode and row label, the figure with n, CoV and interval, what reached the device, and
     the most CPU steal seen while it ran; a figure stopped at the cap with its CoV above the limit says so."""
-    rows = []
+    rows, stopped = [], {}
+    for status in data.get("stopped") or []:
+        stopped.setdefault((status["host"], status["label"], status["probe"], status["mode"], status["op"],
+                            status["metric"]), []).append(status)
     for r in data["records"]:
         if "mode" not in r:
             continue
         metric = r.get("stat_metric")
         figure = {"median": r.get(metric) if metric else None, "n": r.get("runs") or 0, "cov": r.get("cov"),
                   "low": r.get("ci_low"), "high": r.get("ci_high"), "coverage": r.get("ci_coverage")}
-        note = []
-        if r.get("cov") is not None and r["cov"] > _bench_stats.COV_LIMIT and (r.get("runs") or 0) >= _bench_stats.MAX_RUNS:
-            note.append("stopped at the cap of %d runs, CoV above %.1f%%" % (_bench_stats.MAX_RUNS,
-                                                                             100 * _bench_stats.COV_LIMIT))
+        note = [_stopped_words(status) for status in stopped.get(
+            (r["host"], r["label"], r.get("probe"), r["mode"], r["op"], r.get("judged_metric")), [])]
         if r.get("steal_share") is not None and r["steal_share"] > _bench.STEAL_FLAG:
             note.append("CPU steal up to %.1f%%" % (100 * r["steal_share"]))
         if r.get("steady_attained") is False:
@@ -1027,10 +1043,38 @@ def _seed_figure(metric, figure):
 
 
 def _seed_ratio(row):
+    if row.get("verdict"):
+        # Schema 3: the decision rule's comparison of the same job (_bench_stats.probe_ratio_rows()).
+        if row["ratio"] is None:
+            return "no ratio: %s" % row["why"] if row.get("why") else "-"
+        interval = "no bounded interval"
+        if row.get("bounded"):
+            interval = "%s, %s" % (_range(row["ratio_low"], row["ratio_high"], row["ratio"], row["clear"]),
+                                   _bench_stats.coverage_words(row["coverage"]))
+        words = row["words"]
+        if not row["clear"]:
+            words += " (\u00d7%s)" % _bench.format_ratio(row["ratio"])
+        return "%s (%s)%s" % (words, interval, "" if row.get("counted", True) else "; not counted: the disk row is labelled cache")
     if row["ratio"] is None:
         return "-"
     return "%s (%s)" % (_bench.ratio_words(row["ratio"], row["higher_is_better"], row["clear"]),
                         _range(row["ratio_low"], row["ratio_high"], row["ratio"], row["clear"]))
+
+
+def judge_seed_rows(seeds, ratios):
+    """Schema 3: each seed row takes the decision rule's comparison of the same job from RATIOS
+    (_bench_stats.probe_ratio_rows()): its ratio, exact interval and verdict replace the overlap of the runs'
+    ranges that _bench.seed_rows() reads from older records."""
+    judged = dict(((row["host"], row["ram_label"], row["disk_label"], row["tool"], row["test"], row["op"],
+                    row["metric"]), row) for row in ratios if row.get("verdict"))
+    for seed in seeds:
+        for row in seed["rows"]:
+            found = judged.get((row["host"], row["ram_label"], row["disk_label"], row["tool"], row["test"], row["op"],
+                                row["metric"]))
+            if found:
+                row.update((key, found[key]) for key in ("ratio", "ratio_low", "ratio_high", "clear", "verdict",
+                                                         "coverage", "bounded", "counted", "why", "words"))
+    return seeds
 
 
 def _published_ratio(row):
@@ -1054,9 +1098,11 @@ def seed_sections(data):
            ("p", "Each experiment of the write-ups this project started from, rerun the way the write-up ran it and "
                  "scaled to the host (the sizes below). The published figures come from the write-ups' machines, "
                  "disks and kernels: context for ours, not a target. Ours are the median of the runs with the lowest "
-                 "and highest run; RAM against disk is the ratio of the medians, with the range the runs allow, or no "
-                 "clear difference when the runs overlap. The data is random, never /dev/zero, where the write-ups "
-                 "may have used zeros.")]
+                 "and highest run; RAM against disk is the decision rule's, as in the comparisons above: the ratio "
+                 "of every RAM run to every disk run (their median) with its exact interval and that interval's true "
+                 "coverage, and no clear difference when the interval holds 1 (reports of older runs: the range the runs allow, and no clear difference "
+                 "when the runs overlap). The data is random, never /dev/zero, where the write-ups may have used "
+                 "zeros.")]
     for seed in data["seeds"]:
         sides = seed["published_sides"]
         out.append(("h3", "%s: %s" % (seed["id"], seed["source"])))
@@ -1136,9 +1182,31 @@ def latency_histograms(path, hosts):
     return found
 
 
+def stopped_figures(manifest, host):
+    """The figures of a schema 3 manifest that the stopping rule gave up on: its settle status (bench_settle's) with
+    reason cap (the CoV still above the limit after the most runs allowed) or few-figures (runs that gave no figure),
+    with the rule's limits (benchmark_max_runs, benchmark_cov_limit) where the manifest records them."""
+    rule = manifest.get("stopping_rule") or {}
+    out = []
+    for status in manifest.get("settle") or []:
+        if status.get("reason") in ("cap", "few-figures"):
+            cap = _number(rule.get("max_runs"))
+            out.append(dict(status, host=host, max_runs=int(cap) if cap is not None else None,
+                            cov_limit=_number(rule.get("cov_limit"))))
+    return out
+
+
+def _stopped_words(status):
+    cov = "CoV %.1f%%" % (100 * status["cov"]) if status.get("cov") is not None else "no CoV"
+    limit = " (limit %.1f%%)" % (100 * status["cov_limit"]) if status.get("cov_limit") is not None else ""
+    if status["reason"] == "cap":
+        return "stopped at the cap of %s runs, %s%s" % (status.get("max_runs") or status.get("rounds"), cov, limit)
+    return "stopped: %s of %s runs gave this figure, %s%s" % (status.get("n"), status.get("rounds"), cov, limit)
+
+
 def build(path, hosts, groups, title):
     samples, memory, phases, warnings, seeds_of_hosts, workload_skips, unsettled = {}, {}, {}, [], {}, [], []
-    environment, steal_flags, schema3 = {}, [], False
+    environment, steal_flags, schema3, stopped = {}, [], False, []
     records = []
     problems = []
     context = {}
@@ -1159,6 +1227,7 @@ def build(path, hosts, groups, title):
             schema3 = True
             environment[host] = manifest.get("environment") or {}
             steal_flags += _bench.steal_flags(manifest)
+            stopped += stopped_figures(manifest, host)
         records += host_records
         problems += host_problems
         context[host] = _bench.host_context(manifest)
@@ -1219,10 +1288,12 @@ def build(path, hosts, groups, title):
         "phases": phases,
         "warnings": warnings,
         "problems": problems,
-        "seeds": _bench.seed_rows(records, seeds_of_hosts) if seeds_of_hosts else [],
+        "seeds": judge_seed_rows(_bench.seed_rows(records, seeds_of_hosts), ratios) if seeds_of_hosts else [],
         "skipped": workload_skips,
         # Figures whose median was still uncertain by more than benchmark_settle_spread after the last batch.
         "unsettled": unsettled,
+        # Schema 3: figures the stopping rule left unsteady, at the cap of runs or with runs that gave no figure.
+        "stopped": stopped,
         # Per host, the seeds that did not run and why (a seeds run only).
         "seed_skips": dict((host, dict((seed, how["skipped"]) for seed, how in sorted(seeds.items()) if how["skipped"]))
                            for host, seeds in sorted(seeds_of_hosts.items())),

@@ -68,7 +68,8 @@ probe_items:
   elements: dict
 status:
   description:
-    - The stopping rule per compared figure and target - C(probe), C(mode), C(label), C(op), C(metric), C(n) (the
+    - The stopping rule per compared figure and target - C(probe), C(tool), C(test), C(mode), C(label), C(op),
+      C(metric), C(n) (the
       figures), C(rounds) (the rounds run), C(cov), C(done), C(more) and C(reason) (C(steady); C(cap) when stopped
       unsteady after O(max_runs) rounds; C(few-figures) when rounds ran but gave no figure, as bonnie++'s tests too
       quick to time; C(needs-runs)).
@@ -76,8 +77,8 @@ status:
   type: list
   elements: dict
   sample:
-    - {probe: randrw, mode: direct, label: disk, op: read, metric: iops, n: 6, rounds: 6, cov: 0.061, done: false,
-       more: 1, reason: needs-runs}
+    - {probe: randrw, tool: fio, test: randrw, mode: direct, label: disk, op: read, metric: iops, n: 6, rounds: 6,
+       cov: 0.061, done: false, more: 1, reason: needs-runs}
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -38,11 +38,23 @@ RAW = {
     ("read", "direct"): "dd-read-disk-direct.txt",
     ("read", "buffered"): "dd-read-disk-buffered.txt",
     ("metadata", None): "metadata-disk.json",
+    # The seeds' dd experiments print what any dd prints.
+    ("seed_block_write", None): "dd-write_dsync-disk-sync.txt",
+    ("seed_block_write_dsync", None): "dd-write_dsync-disk-sync.txt",
+    ("seed_block_read", None): "dd-read-disk-direct.txt",
+    ("seed_files_dsync", None): "dd-write_dsync-disk-sync.txt",
+    ("seed_64k_write", None): "dd-write_fdatasync-disk-sync.txt",
+    ("seed_64k_read", None): "dd-read-disk-direct.txt",
 }
 
 # How much faster the RAM side is, per probe (the disk's figures are the fixtures' own).
 RAM_FACTOR = {"seq_write": 4.0, "seq_read": 3.0, "randrw": 20.0, "fsync": 50.0, "small_files": 30.0,
-              "write_fdatasync": 5.0, "write_dsync": 8.0, "read": 2.0, "metadata": 1.0}
+              "write_fdatasync": 5.0, "write_dsync": 8.0, "read": 2.0, "metadata": 1.0,
+              "seed_block_write": 3.0, "seed_block_write_dsync": 6.0, "seed_block_read": 2.0, "seed_files_dsync": 40.0,
+              "seed_64k_write": 1.0, "seed_64k_read": 1.5}
+# The seeds profile's figures for the tmp_dd and dd_64k experiments (benchmark_seeds_scale applied).
+SEEDS_PROFILE = {"small_files": 50, "fio_runtime": 1, "bonnie_files": 2, "bonnie_max_bytes": 4, "bonnie_dirs": 1,
+                 "pg_seconds": 1, "dd_repeats": 2}
 RATES = ("bw_bytes", "iops")
 TIMES = ("clat_ns_mean", "clat_ns_p50", "clat_ns_p90", "clat_ns_p99", "clat_ns_p99_9", "runtime_ms")
 
@@ -74,15 +86,19 @@ def _counters(item, issued, cache):
 
 
 def manifest(seed=7, ram_factor=None, cache=(("read", "buffered"),), steal=(), jitter=0.02, targets=(RAM, DISK),
-             tests=("dd", "fio", "metadata"), host="lab3", environment=None):
+             tests=("dd", "fio", "metadata"), host="lab3", environment=None, seeds=(), max_runs=5, cov_limit=0.035):
     """A schema 3 manifest: CACHE the (probe, mode) pairs whose disk rows a cache served, STEAL the (probe, label,
-    round) whose CPU steal was 5%, JITTER the runs' spread. The RAM side is RAM_FACTOR times the disk's."""
+    round) whose CPU steal was 5%, JITTER the runs' spread. The RAM side is RAM_FACTOR times the disk's. SEEDS (the
+    seeds profile: tmp_dd, dd_64k) runs the write-ups' dd experiments instead of TESTS. The settle status is
+    _probes.settle()'s of the runs made, with MAX_RUNS and COV_LIMIT (at 5 runs, a CoV above COV_LIMIT is the cap)."""
     rng = random.Random(seed)
     factors = dict(RAM_FACTOR, **(ram_factor or {}))
-    plan = _probes.plan([dict(t) for t in targets], dict(PROFILE), host=host, tests=tests, cores=2,
-                        dir_name="ramdisk-bench", random_file="/var/tmp/ramdisk-bench/random.bin", raw_dir=RAW_DIR)
+    profile = dict(PROFILE, **SEEDS_PROFILE) if seeds else dict(PROFILE)
+    plan = _probes.plan([dict(t) for t in targets], profile, host=host, tests=() if seeds else tests, cores=2,
+                        dir_name="ramdisk-bench", random_file="/var/tmp/ramdisk-bench/random.bin", raw_dir=RAW_DIR,
+                        seeds=seeds)
     assert not plan["errors"], plan["errors"]
-    probes = []
+    probes, measured = [], []
     files = {}
     for item in plan["items"]:
         name, text = raw_text(item)
@@ -100,17 +116,27 @@ def manifest(seed=7, ram_factor=None, cache=(("read", "buffered"),), steal=(), j
                   "issued": {"what": issued[0], "bytes": issued[1]}, "seconds": 0.5, "raw": item["raw"],
                   "cpu": {"steal_share": 0.05 if stolen else 0.001, "load1": 0.4}}
         probes.append({"item": item, "result": result})
+        measured += [dict(figure, probe=item["probe"], mode=item["mode"], label=item["label"], round=item["round"],
+                          warmup=item["warmup"]) for figure in figures]
         if item["tool"] == "fio":
             files[os.path.basename(item["raw"])] = text
+    options = dict(host=host, tests=() if seeds else tests, cores=2, dir_name="ramdisk-bench", seeds=seeds,
+                   random_file="/var/tmp/ramdisk-bench/random.bin", raw_dir=RAW_DIR)
+    settled = _probes.settle(plan["items"], measured, [dict(t) for t in targets], profile, max_runs=max_runs,
+                             cov_limit=cov_limit, **options)
+    assert not settled["errors"] and not settled["items"], settled
     doc = {
-        "schema": 3, "host": host, "run_id": "s3", "profile": "quick", "groups": ["lab", "all"],
+        "schema": 3, "host": host, "run_id": "s3", "profile": "seeds" if seeds else "quick", "groups": ["lab", "all"],
         "kernel": "6.18.44", "cpuinfo": "model name\t: AMD EPYC\n", "cores": 2, "mem_total_bytes": 25276063744,
         "mem_available_bytes": 24507441152, "fio_version": "fio-3.33", "fio_installed": False,
-        "memcopy": {"bytes": 67108864, "copiers": 2, "seconds": [0.009, 0.0085]}, "tests": list(tests),
-        "seed_skips": {}, "pgbench_skip": "", "compile_skip": "", "compile_command": [], "seed_tools": {},
+        "memcopy": {"bytes": 67108864, "copiers": 2, "seconds": [0.009, 0.0085]}, "tests": [] if seeds else list(tests),
+        "seed_skips": dict((name, "" if name in seeds else "not in benchmark_seeds") for name in _probes.SEEDS)
+        if seeds else {}, "pgbench_skip": "", "compile_skip": "", "compile_command": [], "seed_tools": {},
         "wall_seconds": 80.0, "measure_seconds": 60.0, "runs": 5, "memory": "",
-        "targets": [dict(t, zram=None, direct=1 if t["direct_ok"] else 0, started=1.0, ended=2.0) for t in targets],
-        "probes": probes,
+        "targets": [dict(t, zram=None, direct=1 if t["direct_ok"] else 0, started=1.0, ended=2.0,
+                         seed_scale=(plan.get("context") or {}).get("seed") or {}) for t in targets],
+        "probes": probes, "settle": settled["status"],
+        "stopping_rule": {"max_runs": str(max_runs), "cov_limit": str(cov_limit)},
         "environment": environment if environment is not None else {
             "governor": "performance", "virtualization": "kvm",
             "block_stacks": "NAME   MAJ:MIN\nvda1   254:1\n`-vda  254:0",

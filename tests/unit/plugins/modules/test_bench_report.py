@@ -304,3 +304,59 @@ def test_a_schema_3_run_is_reported_from_the_probes_results(tmp_path):
     assert "Disk figures with no RAM side to compare with" in report
     html = (run_dir / "report.html").read_text()
     assert "<pre>NAME   MAJ:MIN" in html
+
+
+def test_a_schema_3_seeds_run_judges_each_write_up_figure_by_the_decision_rule(tmp_path):
+    """The seeds' table takes each figure's comparison from the decision rule (the exact interval on the log ratio),
+    as the comparisons table does, not from whether the ranges of the runs overlap: the same verdict and interval
+    for the same job in both tables, and its true coverage printed."""
+    import bench_schema3
+    doc, files = bench_schema3.manifest(seeds=("tmp_dd", "dd_64k"), jitter=0.05)
+    run_dir = tmp_path / "run"
+    bench_schema3.write_run(run_dir, doc, files)
+    result = run_module(tmp_path, path=str(run_dir))
+    assert result.get("failed") is not True, result
+    data = json.loads((run_dir / "results.json").read_text())
+    judged = dict(((row["ram_label"], row["disk_label"], row["tool"], row["test"], row["op"]), row)
+                  for row in data["ratios"] if row.get("verdict"))
+    seeds = dict((seed["id"], seed) for seed in data["seeds"])
+    rows = seeds["tmp_dd"]["rows"] + seeds["dd_64k"]["rows"]
+    assert len(rows) == 6
+    for row in rows:
+        rule = judged[(row["ram_label"], row["disk_label"], row["tool"], row["test"], row["op"])]
+        assert (row["verdict"], row["ratio"], row["ratio_low"], row["ratio_high"], row["coverage"]) == (
+            rule["verdict"], rule["ratio"], rule["ratio_low"], rule["ratio_high"], rule["coverage"])
+    files_row = [row for row in rows if row["test"] == "seed_files_dsync"][0]
+    assert files_row["verdict"] == "ahead" and 30 < files_row["ratio"] < 55
+    report = (run_dir / "report.md").read_text()
+    seeds_part = report[report.index("## The seeds' experiments"):]
+    line = [text for text in seeds_part.split("\n") if "dsync" in text and "| ram (tmpfs) |" in text][0]
+    assert "faster (\u00d7" in line and "95% (exact 96.8%)" in line, line
+
+
+@pytest.mark.parametrize("jitter", [0.0005, 0.08])
+def test_figures_the_stopping_rule_gave_up_on_are_listed_with_their_cap_and_cov(tmp_path, jitter):
+    """A figure stopped at the run's cap (benchmark_max_runs, here 5) with its CoV above benchmark_cov_limit is named
+    in the summary, in the report's "did not settle" section and beside the figure, with the cap and CoV of this
+    run; runs that scatter little stop steady and none is listed."""
+    import bench_schema3
+    doc, files = bench_schema3.manifest(jitter=jitter, max_runs=5, cov_limit=0.035)
+    run_dir = tmp_path / "run"
+    bench_schema3.write_run(run_dir, doc, files)
+    result = run_module(tmp_path, path=str(run_dir))
+    assert result.get("failed") is not True, result
+    data = json.loads((run_dir / "results.json").read_text())
+    report = (run_dir / "report.md").read_text()
+    capped = [status for status in doc["settle"] if status["reason"] == "cap"]
+    assert len(data["stopped"]) == len(capped)
+    if jitter < 0.001:
+        assert not capped and "## Figures that did not settle" not in report
+        assert not any("stopped before they settled" in line for line in result["summary"])
+        return
+    assert capped and all(status["cov"] > 0.035 and status["rounds"] == 5 for status in capped)
+    assert "%d figures stopped before they settled" % len(capped) in "\n".join(result["summary"])
+    section = report[report.index("## Figures that did not settle"):]
+    first = capped[0]
+    words = "stopped at the cap of 5 runs, CoV %.1f%% (limit 3.5%%)" % (100 * first["cov"])
+    assert words in section.split("\n## ")[0]
+    assert report.count(words) >= 2, "the figures table notes it too"
