@@ -196,33 +196,26 @@ summary:
   type: str
   sample: "2 cores, tests dd, fio, metadata; ram = /srv/ram (ram, 64 MiB per test); disk = /var/tmp (disk, 64 MiB per test)"
 host_facts:
-  description: What was read on the host for the plan - C(cores), C(mem_total) and C(mem_available) (bytes).
+  description:
+    - What was read on the host for the plan - C(cores), C(mem_total) and C(mem_available) (bytes, capped by the
+      cgroup's memory limit as M(ramdisk.provision.bench_targets) reads them).
   returned: always
   type: dict
   sample: {cores: 2, mem_total: 4110417920, mem_available: 3517353984}
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _bench_targets
 from ansible_collections.ramdisk.provision.plugins.module_utils import _probes
-from ansible_collections.ramdisk.provision.plugins.module_utils import _procfs
 
-MEMINFO = "/proc/meminfo"
-
-
-def host_facts(meminfo=MEMINFO):
+def host_facts():
     """{cores, mem_total, mem_available}: the cores this process may run on (what nproc counts), and MemTotal and
-    MemAvailable (MemFree where the kernel lacks it) in bytes."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    with open(meminfo, encoding="utf-8") as handle:
-        memory = _procfs.parse_meminfo(handle.read())
-    return {"cores": max(1, cores), "mem_total": memory.get("MemTotal"),
-            "mem_available": memory.get("MemAvailable", memory.get("MemFree"))}
+    MemAvailable in bytes capped by the cgroup's memory limit: the figures bench_targets sized the test files by,
+    read the same way (_bench_targets.read_host()), so the plan's notes and checks agree with its sizes."""
+    _mountinfo, memory = _bench_targets.read_host()
+    return {"cores": _bench_targets.cores(), "mem_total": int(memory["total_bytes"]),
+            "mem_available": int(memory["available_bytes"])}
 
 
 def main():

@@ -10,6 +10,7 @@ import os
 from conftest import run_module_process
 
 import ansible_collections.ramdisk.provision.plugins.modules.bench_plan as module_under_test
+from ansible_collections.ramdisk.provision.plugins.module_utils import _bench_targets
 from ansible_collections.ramdisk.provision.plugins.module_utils import _probes
 from ansible_collections.ramdisk.provision.plugins.module_utils import _procfs
 
@@ -30,7 +31,16 @@ def test_host_facts_are_this_machines():
     assert facts["cores"] == len(os.sched_getaffinity(0))
     with open("/proc/meminfo", encoding="utf-8") as handle:
         memory = _procfs.parse_meminfo(handle.read())
-    assert facts["mem_total"] == memory["MemTotal"] > 0 and facts["mem_available"] > 0
+    assert 0 < facts["mem_total"] <= memory["MemTotal"] and facts["mem_available"] > 0
+
+
+def test_host_facts_are_capped_by_the_cgroup_as_bench_targets_reads_them(monkeypatch):
+    """In a container limited to 1 GiB on a host of 24 GiB, the plan reads the container's memory, as bench_targets
+    did when it sized the test files: not /proc/meminfo's, which is the host's."""
+    capped = {"total_bytes": 1 << 30, "available_bytes": 600 << 20}
+    monkeypatch.setattr(_bench_targets, "read_host", lambda mountinfo=None: ([], dict(capped)))
+    facts = module_under_test.host_facts()
+    assert (facts["mem_total"], facts["mem_available"]) == (1 << 30, 600 << 20)
 
 
 def test_the_items_are_the_registrys_plan_for_this_host(tmp_path):
