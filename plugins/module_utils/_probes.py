@@ -666,6 +666,17 @@ def issued(item, figures):
     return ("read" if op == "read" else "write"), amount
 
 
+def rounds(items):
+    """ITEMS (in the order they run) cut into rounds: one list per round, in order, each as it runs. bench_probe runs
+    a round per call."""
+    out = []
+    for one in items:
+        if not out or out[-1][0]["round"] != one["round"]:
+            out.append([])
+        out[-1].append(one)
+    return out
+
+
 def comparisons(items):
     """[(probe, mode)]: one comparison per job and mode, RAM against disk, where both sides run it."""
     kinds = {}

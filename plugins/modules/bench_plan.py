@@ -136,6 +136,13 @@ probe_items:
        argv: [dd, if=/var/tmp/ramdisk-bench/random.bin, of=/var/tmp/ramdisk-bench/disk/dd.bin, bs=1M, count=64,
               conv=fdatasync], output: text, sync: [/srv/ram, /var/tmp, /var/tmp/ramdisk-bench/raw], before: [],
        warm: [/var/tmp/ramdisk-bench/random.bin], note: ""}
+probe_rounds:
+  description:
+    - RV(probe_items) cut into rounds, one list per round in the order they run, for O(ramdisk.provision.bench_probe#module:items)
+      (a round per call).
+  returned: always
+  type: list
+  elements: list
 errors:
   description: Every error of the plan, each naming the host, the variable, the value and the fix.
   returned: always
@@ -248,7 +255,7 @@ def main():
                              " needs Linux with /proc mounted." % (host, exc))
     args = settle_args(params, facts)
     result = _probes.plan(params["targets"], params["profile"], mem_available=facts["mem_available"], **args)
-    out = {"changed": False, "probe_items": result["items"], "errors": result["errors"], "size_bytes": result["size_bytes"],
+    out = {"changed": False, "probe_items": result["items"], "probe_rounds": _probes.rounds(result["items"]), "errors": result["errors"], "size_bytes": result["size_bytes"],
            "skipped_seeds": result["skipped"], "host_facts": facts, "dirs": result.get("dirs", []),
            "setup": result.get("setup", []), "teardown": result.get("teardown", []), "settle_args": {}, "summary": "",
            "target_skips": result.get("target_skips", []), "seed_scale": (result.get("context") or {}).get("seed") or {}}

@@ -66,12 +66,18 @@ probe_items:
   returned: always
   type: list
   elements: dict
+probe_rounds:
+  description:
+    - RV(probe_items) cut into rounds, one list per round in the order they run, for O(ramdisk.provision.bench_probe#module:items)
+      (a round per call).
+  returned: always
+  type: list
+  elements: list
 status:
   description:
     - The stopping rule per compared figure and target - C(probe), C(tool), C(test), C(mode), C(label), C(op),
-      C(metric), C(n) (the
-      figures), C(rounds) (the rounds run), C(cov), C(done), C(more) and C(reason) (C(steady); C(cap) when stopped
-      unsteady after O(max_runs) rounds; C(few-figures) when rounds ran but gave no figure, as bonnie++'s tests too
+      C(metric), C(n) (the figures), C(rounds) (the rounds run), C(cov), C(done), C(more) and C(reason)
+      (C(steady); C(cap) when stopped unsteady after O(max_runs) rounds; C(few-figures) when rounds ran but gave no figure, as bonnie++'s tests too
       quick to time; C(needs-runs)).
   returned: always
   type: list
@@ -127,7 +133,8 @@ def main():
                              " bench_probe returned and the settle_args of the same plan." % (host, exc))
     if out["errors"]:
         module.fail_json(msg="Host %s: the plan given to bench_settle has errors: %s" % (host, " ".join(out["errors"])))
-    module.exit_json(changed=False, probe_items=out["items"], status=out["status"])
+    module.exit_json(changed=False, probe_items=out["items"], probe_rounds=_probes.rounds(out["items"]),
+                     status=out["status"])
 
 
 if __name__ == "__main__":

@@ -54,6 +54,10 @@ def test_the_items_are_the_registrys_plan_for_this_host(tmp_path):
     expected = _probes.plan([RAM, DISK], PROFILE, host="testhost", cores=facts["cores"], mem_total=facts["mem_total"],
                             mem_available=facts["mem_available"], **options)
     assert result["probe_items"] == json.loads(json.dumps(expected["items"]))
+    # The same items, a list per round, for bench_probe's items (a round per call).
+    assert all(len(set(one["round"] for one in items)) == 1 for items in result["probe_rounds"])
+    assert [one for items in result["probe_rounds"] for one in items] == result["probe_items"]
+    assert [items[0]["round"] for items in result["probe_rounds"]] == [0, 1, 2, 3, 4, 5]
     # Round 0 (the warm-up) and the five measured rounds, the targets taking turns.
     assert sorted(set(one["round"] for one in result["probe_items"])) == [0, 1, 2, 3, 4, 5]
     assert [one["label"] for one in result["probe_items"][:2]] == ["ram", "ram"]

@@ -250,3 +250,47 @@ def test_the_read_makes_its_file_first_and_every_item_removes_what_it_made(bench
     outside.write_text("keep")
     result = run(bench, dict(read, remove=[str(outside)]))
     assert result["failed"] is True and "outside its target" in result["msg"] and outside.read_text() == "keep"
+
+
+@needs_root
+def test_a_round_of_items_in_one_call_runs_them_in_order_as_one_by_one(bench):
+    """items: the plan's dd items of round 1, both targets, in one call: each record is what a call per item returns
+    (the parser's figures of its raw file, its counters' levels, what it removed), in the plan's order."""
+    round_one = [one for one in _probes.rounds(bench["plan"]["items"])[1] if one["tool"] == "dd"]
+    assert len(set(one["label"] for one in round_one)) == 2 and len(round_one) >= 4
+    result = run_module_process(MODULE_NAME, bench["tmp"], {"items": round_one}, timeout=120)
+    assert result.get("failed") is not True, result
+    assert [record["item"] for record in result["records"]] == json.loads(json.dumps(round_one))
+    for one, record in zip(round_one, result["records"]):
+        with open(one["raw"], encoding="utf-8") as handle:
+            text = handle.read()
+        assert record["result"]["figures"] == json.loads(json.dumps(
+            _probes.parse(one, text, {"seconds": record["result"]["seconds"]})))
+        assert record["result"]["stack"] == _bench_counters.stack(one["path"])
+        assert record["removed"] == [path for path in one.get("remove") or [] if path in record["removed"]]
+        assert not any(os.path.exists(path) for path in one.get("remove") or [])
+    assert leftovers(bench["raw_dir"]) == []
+
+
+def test_a_round_is_checked_whole_before_its_first_item_runs_and_a_failure_names_its_place(bench):
+    round_one = [one for one in _probes.rounds(bench["plan"]["items"])[1] if one["tool"] == "dd"]
+    outside = bench["tmp"] / "outside.txt"
+    outside.write_text("keep")
+    bad = round_one[:2] + [dict(round_one[2], remove=[str(outside)])]
+    result = run_module_process(MODULE_NAME, bench["tmp"], {"items": bad}, timeout=120)
+    assert result["failed"] is True and "outside its target" in result["msg"] and outside.read_text() == "keep"
+    assert not any(os.path.exists(one["raw"]) for one in bad), "nothing ran"
+    failing = round_one[:2] + [dict(round_one[2], before=[["false"]])] + round_one[3:]
+    result = run_module_process(MODULE_NAME, bench["tmp"], {"items": failing}, timeout=120)
+    assert result["failed"] is True
+    assert result["msg"].endswith("It was item 3 of the %d of this call: the 2 before it ran and kept their raw files,"
+                                  " the rest did not run." % len(failing)), result["msg"]
+    assert [os.path.exists(one["raw"]) for one in failing] == [True, True] + [False] * (len(failing) - 2)
+    result = run_module_process(MODULE_NAME, bench["tmp"], {"items": round_one, "item": round_one[0]}, timeout=120)
+    assert result["failed"] is True and "mutually exclusive" in result["msg"]
+
+
+def test_rounds_cut_the_plan_in_its_order():
+    items = [{"round": r, "n": n} for n, r in enumerate([0, 0, 1, 1, 1, 2, 3, 3])]
+    assert _probes.rounds(items) == [items[0:2], items[2:5], items[5:6], items[6:8]]
+    assert _probes.rounds([]) == []

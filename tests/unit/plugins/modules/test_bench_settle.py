@@ -61,6 +61,7 @@ def test_a_noisy_disk_gets_one_more_round_on_both_sides_and_steady_figures_none(
                         _ansible_check_mode=True)
     assert result.get("failed") is not True, result
     assert result["changed"] is False
+    assert [one for items in result["probe_rounds"] for one in items] == result["probe_items"]
     assert [(one["label"], one["probe"], one["round"]) for one in result["probe_items"]] == [
         ("ram", "write_fdatasync", 6), ("disk", "write_fdatasync", 6)]
     reasons = dict((rule["label"], rule["reason"]) for rule in result["status"])
