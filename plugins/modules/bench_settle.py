@@ -67,12 +67,12 @@ probe_items:
   type: list
   elements: dict
 probe_rounds:
-  description:
-    - RV(probe_items) cut into rounds, one list per round in the order they run, for O(ramdisk.provision.bench_probe#module:items)
-      (a round per call).
+  description: The same items as RV(probe_items), a list per round, each list given whole to
+    O(ramdisk.provision.bench_probe#module:items).
   returned: always
   type: list
   elements: list
+  sample: [[{probe: randrw, label: ram, round: 6}, {probe: randrw, label: disk, round: 6}]]
 status:
   description:
     - The stopping rule per compared figure and target - C(probe), C(tool), C(test), C(mode), C(label), C(op),
