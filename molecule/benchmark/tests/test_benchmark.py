@@ -88,7 +88,12 @@ def test_every_test_ran_each_round_on_both_sides_and_took_its_further_round(name
         # 5 rounds, then the one more the stopping rule asked for (0.01% is never reached; 6 is the cap).
         assert sorted(rounds) == list(range(1, RUNS + 2)), key
     assert {label for (_probe, _mode, label) in per} == {"ram", "disk"}
-    assert {rule["reason"] for rule in manifest["settle"]} == {"cap"}
+    # At a limit of 0.01% nearly every figure stops at the cap; one whose runs came out alike to 0.01% (CI once saw
+    # one) stops steady, as the rule says.
+    reasons = {rule["reason"] for rule in manifest["settle"]}
+    assert "cap" in reasons and reasons <= {"cap", "steady"}, reasons
+    steady = [rule for rule in manifest["settle"] if rule["reason"] == "steady"]
+    assert all(rule["cov"] is not None and rule["cov"] <= 0.0001 for rule in steady), steady
     assert all(rule["n"] == RUNS + 1 for rule in manifest["settle"])
 
 
