@@ -216,6 +216,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ramdisk.provision.plugins.module_utils import _bench_targets
 from ansible_collections.ramdisk.provision.plugins.module_utils import _probes
 
+
 def host_facts():
     """{cores, mem_total, mem_available}: the cores this process may run on (what nproc counts), and MemTotal and
     MemAvailable in bytes capped by the cgroup's memory limit: the figures bench_targets sized the test files by,
@@ -255,7 +256,8 @@ def main():
                              " needs Linux with /proc mounted." % (host, exc))
     args = settle_args(params, facts)
     result = _probes.plan(params["targets"], params["profile"], mem_available=facts["mem_available"], **args)
-    out = {"changed": False, "probe_items": result["items"], "probe_rounds": _probes.rounds(result["items"]), "errors": result["errors"], "size_bytes": result["size_bytes"],
+    out = {"changed": False, "probe_items": result["items"], "probe_rounds": _probes.rounds(result["items"]),
+           "errors": result["errors"], "size_bytes": result["size_bytes"],
            "skipped_seeds": result["skipped"], "host_facts": facts, "dirs": result.get("dirs", []),
            "setup": result.get("setup", []), "teardown": result.get("teardown", []), "settle_args": {}, "summary": "",
            "target_skips": result.get("target_skips", []), "seed_scale": (result.get("context") or {}).get("seed") or {}}

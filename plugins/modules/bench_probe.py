@@ -361,8 +361,8 @@ class Probe(object):
         self.output = item.get("output") or _probes.TEXT_OUTPUT
         self.argv = [str(part) for part in item["argv"]]
         self.temp = None
-        # (index, count) of this item in a call given several, for the failure message.
-        self.batch = None
+        # This item's place among the items of a call given several, and their number (0: a call of one item).
+        self.batch_place, self.batch_size = 0, 0
         if self.output == _probes.FILE_OUTPUT:
             # The command writes its raw file itself: to a temporary name, renamed once the command succeeded.
             wanted = "--output=" + self.raw
@@ -412,10 +412,9 @@ class Probe(object):
     def fail(self, msg, **extra):
         if self.temp:
             _remove(self.temp)
-        if self.batch:
-            done, total = self.batch
+        if self.batch_size:
             msg += (" It was item %d of the %d of this call: the %d before it ran and kept their raw files, the rest"
-                    " did not run." % (done + 1, total, done))
+                    " did not run." % (self.batch_place + 1, self.batch_size, self.batch_place))
         self.module.fail_json(msg=msg, raw=self.raw, **extra)
 
     def prepare(self, run):
@@ -557,7 +556,7 @@ def main():
             probe.check_remove(run)
         records = []
         for probe, run in zip(probes, runs):
-            probe.batch = (len(records), len(probes))
+            probe.batch_place, probe.batch_size = len(records), len(probes)
             removed, result = measure(probe, run)
             records.append({"item": probe.item, "result": result, "removed": removed})
         module.exit_json(changed=True, records=records)
