@@ -109,11 +109,6 @@ def boot_pivot(steps):
     return None
 
 
-def describe(what):
-    """A short line for a transaction: path, action, and its steps' names."""
-    return "%s (%s: %s)" % (what.get("path"), what.get("action"), ", ".join(step["step"] for step in what["steps"]))
-
-
 def recover(ex, journal):
     """Finish or undo what a dead run left in the journal. Returns [{path, action, way, steps}] (way: forward
     or back), and removes the journal once every transaction in it is closed. In check mode only says."""

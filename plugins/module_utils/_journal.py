@@ -110,12 +110,11 @@ class JournalError(Exception):
 
 
 class Journal(object):
-    """Append-only, flushed before each change. RUN: this run's id (recorded in each line). BLOBS: where texts too
-    large for a line go (beside the journal, JOURNAL_BLOBS for the host's journal)."""
+    """Append-only, flushed before each change (each line names its run: the transaction gives it). BLOBS: where
+    texts too large for a line go (beside the journal, JOURNAL_BLOBS for the host's journal)."""
 
-    def __init__(self, path=_host_paths.JOURNAL, run=None, blobs=None):
+    def __init__(self, path=_host_paths.JOURNAL, blobs=None):
         self.path = path
-        self.run = run
         self.blobs = blobs or os.path.join(os.path.dirname(path), os.path.basename(_host_paths.JOURNAL_BLOBS))
         self.writes = 0
         self._fd = None

@@ -673,11 +673,10 @@ def build(item, ex, after=None):
     elif not timer_active:
         middle.append(_systemctl(["start", names["timer"]], ["stop", names["timer"]]))
     steps, pivot = build_mount(mount_item, ex.systemd, middle)
+    # With neither a pivot nor a start, nothing live changes: a failed step is undone, a killed one finished or
+    # undone by its files alone.
     if pivot is None and start_i is not None:
         pivot = steps.index(middle[start_i])
-    elif pivot is None and start_i is None:
-        # Nothing live changes: a failed step is undone, a killed one finished or undone by its files alone.
-        pass
     if pivot is not None:
         pivot += len(pre)
     return pre + steps + post, pivot
