@@ -9,7 +9,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.ramdisk.provision.plugins.module_utils._brd_plan import plan_brd
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as _mount_items
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import review_persist
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_ramfs, plan_summary, plan_tmpfs
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_ramfs, plan_tmpfs
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import plan_summary
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram_plan import plan_zram
 
 

@@ -10,13 +10,13 @@ It never touches the host.
 
 from __future__ import annotations
 
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
-    _Entry,
-    _decide,
-    _intake,
-    _is_under,
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import (
+    Entry,
     block_filesystem,
     check_backings,
+    decide,
+    intake,
+    is_under,
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import SizeError, format_size, parse_size
 
@@ -75,8 +75,8 @@ def plan_brd(request, facts, host="localhost", defaults=None):
         error("brd_mounts", mounts, "not a list", "Give a list such as [{disk: 0, path: /srv/scratch}].")
         mounts = []
     for index, item in enumerate(mounts):
-        entry = _Entry(host, "brd_mounts", index, errors, item.get("label") if isinstance(item, dict) else None)
-        values = _intake(entry, item, ENTRY_KEYS, defaults, "mount, with disk and path,")
+        entry = Entry(host, "brd_mounts", index, errors, item.get("label") if isinstance(item, dict) else None)
+        values = intake(entry, item, ENTRY_KEYS, defaults, "mount, with disk and path,")
         if values is None:
             continue
         if state == "absent":
@@ -112,13 +112,13 @@ def plan_brd(request, facts, host="localhost", defaults=None):
     live = [mount for mount in planned if mount["state"] == "mounted"]
     for inner in live:
         for outer in live:
-            if outer["path"] != inner["path"] and _is_under(inner["path"], outer["path"]):
+            if outer["path"] != inner["path"] and is_under(inner["path"], outer["path"]):
                 errors.append("Host %s: %s.path is '%s': it is inside %s.path '%s', and nested RAM mounts hide "
                               "each other depending on mount order. Choose paths that do not contain one another."
                               % (host, inner["label"], inner["path"], outer["label"], outer["path"]))
     check_backings(planned, facts, host, errors)
     for mount in planned:
-        _decide(mount, facts, host, "brd_mounts", errors)
+        decide(mount, facts, host, "brd_mounts", errors)
 
     # Disks this run unmounts itself do not keep brd loaded.
     unmounted = set(mount["src"] for mount in planned if mount["action"] == "unmount")

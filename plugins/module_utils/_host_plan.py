@@ -20,15 +20,14 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _host_pat
 from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_steps
 from ansible_collections.ramdisk.provision.plugins.module_utils._brd_plan import plan_brd
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import review_persist
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_ramfs, plan_tmpfs
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import (
     ID_MAX,
-    _is_under,
-    _show,
+    is_under,
     normalize_path,
     path_text_problem,
-    plan_ramfs,
-    plan_tmpfs,
     refused_directory,
+    show,
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils._policy import (
     ALL_KEYS,
@@ -82,25 +81,25 @@ def setting_errors(host, purposes_given, defaults, scan_timeout):
     if isinstance(scan_timeout, bool) or not isinstance(scan_timeout, (int, float)) or not (
             0 <= scan_timeout <= SCAN_TIMEOUT_MAX):
         errors.append("Host %s: ramdisk_scan_timeout is %s: not a number of seconds from 0 to %d. Use e.g. 10; it "
-                      "bounds how long each path's usage is measured." % (host, _show(scan_timeout), SCAN_TIMEOUT_MAX))
+                      "bounds how long each path's usage is measured." % (host, show(scan_timeout), SCAN_TIMEOUT_MAX))
     if purposes_given is not None and not isinstance(purposes_given, dict):
         errors.append("Host %s: ramdisk_purposes is %s: not a mapping. Give changes per purpose, e.g. "
-                      "{cache: {noatime: true}}." % (host, _show(purposes_given)))
+                      "{cache: {noatime: true}}." % (host, show(purposes_given)))
     for purpose, values in sorted((purposes_given or {}).items() if isinstance(purposes_given, dict) else ()):
         if purpose not in PURPOSES:
             close = difflib.get_close_matches(str(purpose), PURPOSES, n=1)
             errors.append("Host %s: ramdisk_purposes.%s is %s: not a known purpose%s. Purposes are %s."
-                          % (host, purpose, _show(values), " (did you mean %s?)" % close[0] if close else "",
+                          % (host, purpose, show(values), " (did you mean %s?)" % close[0] if close else "",
                              ", ".join(PURPOSES)))
             continue
         if not isinstance(values, dict):
             errors.append("Host %s: ramdisk_purposes.%s is %s: not a mapping. Give the keys to change, e.g. "
-                          "{noatime: true}." % (host, purpose, _show(values)))
+                          "{noatime: true}." % (host, purpose, show(values)))
             continue
         errors.extend(_unknown_keys(host, "ramdisk_purposes.%s" % purpose, values))
     if not isinstance(defaults, dict):
         errors.append("Host %s: ramdisk_mount_defaults is %s: not a mapping. Leave it unset, or give keys of a "
-                      "mount entry." % (host, _show(defaults)))
+                      "mount entry." % (host, show(defaults)))
     else:
         errors.extend(_unknown_keys(host, "ramdisk_mount_defaults", defaults))
     return errors
@@ -112,7 +111,7 @@ def _unknown_keys(host, where, values):
         if key not in SETTABLE_KEYS:
             close = difflib.get_close_matches(str(key), SETTABLE_KEYS, n=1)
             errors.append("Host %s: %s.%s is %s: an unknown key%s, which would be ignored. Valid keys are %s."
-                          % (host, where, key, _show(values[key]), " (did you mean %s?)" % close[0] if close else "",
+                          % (host, where, key, show(values[key]), " (did you mean %s?)" % close[0] if close else "",
                              ", ".join(SETTABLE_KEYS)))
     return errors
 
@@ -155,7 +154,7 @@ def path_errors(host, sources, swap_devices, view):
                 continue
             problem = path_text_problem(raw)
             if problem is not None:
-                errors.append("Host %s: %s.%s is %s: %s. %s" % (host, label, key, _show(raw), problem[0], problem[1]))
+                errors.append("Host %s: %s.%s is %s: %s. %s" % (host, label, key, show(raw), problem[0], problem[1]))
                 refused.add(label)
                 continue
             path = normalize_path(raw)
@@ -165,14 +164,14 @@ def path_errors(host, sources, swap_devices, view):
             if blocker is not None:
                 errors.append("Host %s: %s.%s is %s: '%s' on this host is %s, not a directory, so nothing can be made "
                               "or mounted under it. Choose a path whose parents are all directories, or move '%s' "
-                              "away." % (host, label, key, _show(raw), blocker[0], blocker[1], blocker[0]))
+                              "away." % (host, label, key, show(raw), blocker[0], blocker[1], blocker[0]))
                 refused.add(label)
                 continue
             link = view.first_link(path)
             if link is not None:
                 errors.append("Host %s: %s.%s is %s: a symlink on this host (%s leads to '%s'), and a mount or copy "
                               "through a link lands on its target. Use the real path '%s', or remove the link."
-                              % (host, label, key, _show(raw), link[0], link[1], view.realpath(path)))
+                              % (host, label, key, show(raw), link[0], link[1], view.realpath(path)))
                 refused.add(label)
     return errors, refused
 
@@ -237,7 +236,7 @@ def mount_errors(host, mounts, facts, records, policy_paths, vendor_tmp=False):
     for entry in mounts:
         path, label = entry["path"], entry["label"]
         if entry["state"] == "mounted" and entry.get("action") in ("mount", "migrate"):
-            under = [mount for mount in every if _is_under(mount["path"], path) and mount["path"] != path]
+            under = [mount for mount in every if is_under(mount["path"], path) and mount["path"] != path]
             if under:
                 errors.append("Host %s: %s.path is '%s': live mounts are under it (%s), and a new mount over '%s' "
                               "would hide them and their data. Unmount them first, or choose another path."
@@ -247,7 +246,7 @@ def mount_errors(host, mounts, facts, records, policy_paths, vendor_tmp=False):
             holder = _holder(every, path)
             if holder is not None and holder["path"] not in policy_paths and is_ram_backed(
                     holder["fstype"], holder["source"]) and not any(
-                    holder["path"] == tree or _is_under(holder["path"], tree) for tree in SYSTEM_MOUNT_TREES):
+                    holder["path"] == tree or is_under(holder["path"], tree) for tree in SYSTEM_MOUNT_TREES):
                 errors.append("Host %s: %s.path is '%s': it is inside the %s mounted at '%s', which is already in "
                               "RAM, so a RAM mount there only splits the same memory and hides what '%s' holds now. "
                               "Use '%s' itself, or a path on disk." % (
@@ -328,7 +327,7 @@ def busy_errors(host, mounts, view, vendor_tmp=False):
 def _holder(mounts, path):
     best = None
     for mount in mounts:
-        if mount["path"] == path or _is_under(path, mount["path"]):
+        if mount["path"] == path or is_under(path, mount["path"]):
             if best is None or len(mount["path"]) >= len(best["path"]):
                 best = mount
     return best
@@ -356,7 +355,7 @@ def account_errors(host, mounts, view, kept):
                 number = value
             if number is None:
                 errors.append("Host %s: %s.%s is %s: no such %s on this host. Create it first, or choose another %s."
-                              % (host, entry["label"], key, _show(value), "user" if key == "owner" else "group", key))
+                              % (host, entry["label"], key, show(value), "user" if key == "owner" else "group", key))
                 continue
             if number != 0:
                 options.append("%s=%d" % (option, number))
@@ -418,7 +417,7 @@ def trial_errors(host, mounts, view, ids):
                 name = {"uid": "owner", "gid": "group", "nr_blocks": "size"}.get(key, key)
                 errors.append("Host %s: %s.%s is %s: the kernel refused the mount option '%s' in a trial mount (%s). "
                               "Fix or remove that setting." % (host, entry["label"], name,
-                                                               _show(entry.get(name, value or True)), option,
+                                                               show(entry.get(name, value or True)), option,
                                                                outcome.get("message", "refused")))
         else:
             errors.append("Host %s: %s.path is '%s': the kernel refused a trial %s mount with the options %s (%s). "
@@ -445,13 +444,13 @@ def mkfs_errors(host, devices, view):
         message = view.mkfs_dry_run(fstype, size_bytes, [])
         if message is not None:
             errors.append("Host %s: %s.size is %s: mkfs.%s refused a device of %d bytes (%s). Give the device more "
-                          "room, e.g. 64M." % (host, label, _show(size), fstype, size_bytes, message))
+                          "room, e.g. 64M." % (host, label, show(size), fstype, size_bytes, message))
             continue
         if options:
             message = view.mkfs_dry_run(fstype, size_bytes, list(options))
             if message is not None:
                 errors.append("Host %s: %s.mkfs_options is %s: mkfs.%s refused them (%s). Fix or remove them."
-                              % (host, label, _show(list(options)), fstype, message))
+                              % (host, label, show(list(options)), fstype, message))
     return errors
 
 
@@ -586,7 +585,7 @@ def _plan_backends(request, facts, view, host):
     timeout = request.get("scan_timeout", 10)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         errors.append("Host %s: the scan timeout is %s: not a number of seconds. Use e.g. 10."
-                      % (host, _show(request.get("scan_timeout"))))
+                      % (host, show(request.get("scan_timeout"))))
     sources = [(name, given.get(name)) for name in ("tmpfs_mounts", "ramfs_mounts") if given.get(name) is not None]
     refused_paths, refused = path_errors(host, sources, (), view)
     errors.extend(refused_paths)

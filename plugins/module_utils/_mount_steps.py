@@ -73,7 +73,7 @@ def mount_unit(path):
 
 
 def token(path):
-    """The same rule as _plan.mount_token(), for entries that come without one."""
+    """The same rule as _plan_core.mount_token(), for entries that come without one."""
     return "%s-%s" % (re.sub(r"[^A-Za-z0-9_.]", "-", path[1:]), hashlib.sha1(path.encode("utf-8")).hexdigest()[:8])
 
 

@@ -22,7 +22,7 @@ import shlex
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
 from ansible_collections.ramdisk.provision.plugins.module_utils import _trust
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import PERSIST_KEEP, holds_journal
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import PERSIST_KEEP, holds_journal
 
 # What the persist helper keeps in a backing directory; anything else there is not ours.
 BACKING_NAMES_RE = re.compile(r"^(?:current|snap-.+|\.new-.+|\.current-.+|\.persist-delta)$")

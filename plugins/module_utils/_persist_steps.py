@@ -47,7 +47,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _steps
 from ansible_collections.ramdisk.provision.plugins.module_utils._atomic import fsync_dir
 from ansible_collections.ramdisk.provision.plugins.module_utils._fstab import lines_for
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_txn import build_mount
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import holds_journal
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import holds_journal
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import (
     BACKING_NAMES_RE,
     LIVE_ACTIONS,

@@ -17,13 +17,13 @@ import re
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._gate import tmp_gate
 from ansible_collections.ramdisk.provision.plugins.module_utils._tmpfs_options import NAMES as TMPFS_OPTION_NAMES
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
-    _Entry,
-    _check_path,
-    _is_under,
-    _show,
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import (
+    Entry,
     check_backings,
+    check_path,
+    is_under,
     normalize_path,
+    show,
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
     SizeError,
@@ -98,10 +98,10 @@ def _parse_budget(budget, mem_total):
         limit = parse_size(budget, ram_bytes=mem_total)
     except SizeError as exc:
         raise PolicyError("ramdisk_ram_budget is %s: %s. Use a share of RAM such as '80%%', a size such as 12G, "
-                          "or an expression such as 'ram - 2G'." % (_show(budget), exc))
+                          "or an expression such as 'ram - 2G'." % (show(budget), exc))
     if limit > mem_total:
         raise PolicyError("ramdisk_ram_budget is %s: %s, more than all of this host's RAM (%s). Use at most 100%%; "
-                          "80%% leaves room for everything else." % (_show(budget), format_size(limit),
+                          "80%% leaves room for everything else." % (show(budget), format_size(limit),
                                                                      format_size(mem_total)))
     return limit
 
@@ -130,7 +130,7 @@ def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, 
 
     if state not in ("present", "absent"):
         errors.append("Host %s: ramdisk_state is %s: not a known state. Use present, or absent to remove every "
-                      "mount of the policy." % (host, _show(state)))
+                      "mount of the policy." % (host, show(state)))
         return result
     if not mem_total:
         errors.append("Host %s: ansible_facts['ramdisk'].memory.total_bytes is missing: sizes cannot be checked. "
@@ -143,7 +143,7 @@ def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, 
     except (TypeError, ValueError):
         errors.append("Host %s: ramdisk_zram_assumed_ratio is %s: not a compression ratio from 1 to 10. Use the "
                       "ratio your data gets (mm_stat in ramdisk_facts shows it); 2 is a cautious default."
-                      % (host, _show(zram_ratio)))
+                      % (host, show(zram_ratio)))
         return result
     try:
         limit = _parse_budget(budget, mem_total)
@@ -162,7 +162,7 @@ def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, 
     mounted = [entry for entry in normalized if entry["state"] == "mounted"]
     for inner in mounted:
         for outer in mounted:
-            if inner is not outer and _is_under(inner["path"], outer["path"]):
+            if inner is not outer and is_under(inner["path"], outer["path"]):
                 errors.append("Host %s: %s.path is '%s': it is inside %s.path '%s' (%s), and nested RAM mounts hide "
                               "each other depending on mount order. Choose paths that do not contain one another."
                               % (host, inner["label"], inner["path"], outer["label"], outer["path"], outer["backend"]))
@@ -209,7 +209,7 @@ def _merge(sources, host, errors):
             continue
         if not isinstance(value, (list, tuple)):
             errors.append("Host %s: %s is %s: not a list. Give a list of mounts, e.g. [{path: /var/cache/build, "
-                          "backend: tmpfs, purpose: build, size: 2G}]." % (host, name, _show(value)))
+                          "backend: tmpfs, purpose: build, size: 2G}]." % (host, name, show(value)))
             continue
         for index, item in enumerate(value):
             where = "%s[%d]" % (name, index)
@@ -232,11 +232,11 @@ def _merge(sources, host, errors):
 def _differences(first, second):
     first, second = _canonical(first), _canonical(second)
     keys = sorted(key for key in set(first) | set(second) if first.get(key) != second.get(key))
-    return ", ".join("%s: %s" % (key, _show(second.get(key))) for key in keys)
+    return ", ".join("%s: %s" % (key, show(second.get(key))) for key in keys)
 
 
 def _normalize(where, item, host, purposes, defaults, state, mem_total, errors, roots):
-    entry = _Entry(host, "ramdisk_mounts", 0, errors, where)
+    entry = Entry(host, "ramdisk_mounts", 0, errors, where)
     if not isinstance(item, dict):
         entry.error(None, item, "not a mapping", "Give each mount as a mapping with at least path and size.")
         return None
@@ -270,7 +270,7 @@ def _normalize(where, item, host, purposes, defaults, state, mem_total, errors, 
             entry.error(key, item[key], "a key of the tmp purpose, and this entry's purpose is %s" % purpose,
                         "Remove it, or set purpose: tmp.")
 
-    path = _check_path(entry, item.get("path"))
+    path = check_path(entry, item.get("path"))
     entry_state = values.get("state", "mounted")
     if entry_state not in STATES:
         entry.error("state", entry_state, "not a known state", "Use mounted or absent.")

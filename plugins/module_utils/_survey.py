@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._bench import median
 from ansible_collections.ramdisk.provision.plugins.module_utils._gate import tmp_gate
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_summary
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import plan_summary
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import format_size
 
 KIB = 1024

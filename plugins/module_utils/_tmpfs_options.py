@@ -4,8 +4,8 @@
 live remount may change, the kernel they need, and (through a unit test) the roles' argument specs and docs.
 
 Adding a tmpfs option is a row here and its description in the argument specs (tests/unit/.../
-test__tmpfs_options.py says what to paste where). Options older than this table (size, nr_inodes, mode, huge,
-mpol, noswap) are still checked in _plan.py.
+test__tmpfs_options.py says what to paste where). Options older than this table (size, nr_inodes, huge, mpol,
+noswap) are still checked in _plan.py, mode in _plan_core.py.
 
 Quotas (Linux 6.6, CONFIG_TMPFS_QUOTA): the kernel takes none of them on a remount, neither to turn them on or
 off nor to change a limit (Documentation/filesystems/tmpfs.rst), so a live tmpfs whose quotas differ from the
@@ -78,7 +78,7 @@ SUPPORT_NEEDS = {"tmpfs_quota": "Linux 6.6 or later built with CONFIG_TMPFS_QUOT
 def check_options(entry, values, support, size_bytes):
     """The table's options of one entry, checked: {name: value} with only those set (flags only when true).
 
-    ENTRY is a _plan._Entry (errors name host, variable, value and fix); VALUES the entry over its defaults;
+    ENTRY is a _plan_core.Entry (errors name host, variable, value and fix); VALUES the entry over its defaults;
     SUPPORT ansible_facts['ramdisk'].support; SIZE_BYTES the mount's size (None when unknown).
     """
     checked = {}

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
-    _Entry,
-    _as_bool,
-    _decide,
-    _intake,
-    _is_under,
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import (
+    Entry,
+    as_bool,
     block_filesystem,
     check_backings,
+    decide,
+    intake,
+    is_under,
 )
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import SizeError, format_size, parse_size
 
@@ -101,8 +101,8 @@ def plan_zram(devices, facts, host="localhost", var_name="zram_devices", default
     names = {}
     paths = {}
     for index, item in enumerate(devices):
-        entry = _Entry(host, var_name, index, errors, item.get("label") if isinstance(item, dict) else None)
-        values = _intake(entry, item, ENTRY_KEYS, defaults, "device, with at least name, use and size,")
+        entry = Entry(host, var_name, index, errors, item.get("label") if isinstance(item, dict) else None)
+        values = intake(entry, item, ENTRY_KEYS, defaults, "device, with at least name, use and size,")
         if values is None:
             continue
 
@@ -134,7 +134,7 @@ def plan_zram(devices, facts, host="localhost", var_name="zram_devices", default
         if algorithm is not None:
             if not isinstance(algorithm, str) or not _ALGORITHM_RE.match(algorithm):
                 entry.error("algorithm", algorithm, "not an algorithm name", "Use a name such as lz4 or zstd.")
-            elif offered and algorithm not in offered and not _as_bool(
+            elif offered and algorithm not in offered and not as_bool(
                     entry, "allow_algorithm_fallback", values.get("allow_algorithm_fallback", False)):
                 entry.error("algorithm", algorithm, "not offered by this host's kernel, which offers %s (from %s)"
                             % (", ".join(offered), offered_from), "Choose one of those, or allow the fallback "
@@ -184,14 +184,14 @@ def plan_zram(devices, facts, host="localhost", var_name="zram_devices", default
     mounted = [device["mount"] for device in planned if device["mount"] and device["state"] == "present"]
     for inner in mounted:
         for outer in mounted:
-            if outer["path"] != inner["path"] and _is_under(inner["path"], outer["path"]):
+            if outer["path"] != inner["path"] and is_under(inner["path"], outer["path"]):
                 errors.append("Host %s: %s.path is '%s': it is inside %s.path '%s', and nested RAM mounts hide "
                               "each other depending on mount order. Choose paths that do not contain one another."
                               % (host, inner["label"], inner["path"], outer["label"], outer["path"]))
     check_backings([device["mount"] for device in planned if device["mount"]], facts, host, errors)
     for device in planned:
         if device["mount"] is not None:
-            _decide(device["mount"], facts, host, var_name, errors)
+            decide(device["mount"], facts, host, var_name, errors)
     return {"devices": planned, "errors": errors}
 
 

@@ -266,7 +266,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._lock import Hos
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_identity import identity
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import read_state
 from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, file_kind, plan_host
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import normalize_path, path_text_problem
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import normalize_path, path_text_problem
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import mem_available, parse_mountinfo
 from ansible_collections.ramdisk.provision.plugins.module_utils._steps import StepError
 from ansible_collections.ramdisk.provision.plugins.module_utils._trust import state_dirs_error

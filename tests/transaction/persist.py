@@ -71,7 +71,7 @@ from transaction import CaseError, KILL_ENV, paths  # noqa: E402
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import BACKING_NAMES_RE, unit_names  # noqa: E402
 from ansible_collections.ramdisk.provision.plugins.module_utils._tree import compare_trees, tree_digest  # noqa: E402
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import token  # noqa: E402
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import PERSIST_KEEP  # noqa: E402
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import PERSIST_KEEP  # noqa: E402
 
 DATA = tx.DATA
 BACKING = "/var/lib/ramdisk-backing/txdata"

@@ -114,7 +114,7 @@ def test_gen_docs_names_a_plugin_ansible_doc_cannot_read(tmp_path):
 
 def test_security_page_lists_the_refused_directories_of_the_code():
     """docs/security.md's table of refused directories is REFUSED_DIRECTORIES, row for row, and names its exceptions."""
-    from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
+    from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import (
         REFUSED_DIRECTORIES,
         REFUSED_EXCEPTIONS,
     )
@@ -126,6 +126,6 @@ def test_security_page_lists_the_refused_directories_of_the_code():
     rows = [line for line in page[begin:end].splitlines() if line.startswith("| `")]
     wanted = ["| `%s` | %s | %s |" % (path, "and everything under it" if tree else "itself only", why)
               for path, tree, why in REFUSED_DIRECTORIES]
-    assert rows == wanted, "update the table in docs/security.md from REFUSED_DIRECTORIES in plugins/module_utils/_plan.py"
+    assert rows == wanted, "update the table in docs/security.md from REFUSED_DIRECTORIES in plugins/module_utils/_plan_core.py"
     for allowed in REFUSED_EXCEPTIONS:
         assert "`%s` stays allowed" % allowed in page[end:]

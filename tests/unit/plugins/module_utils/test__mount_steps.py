@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_steps as ms
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import mount_token
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import mount_token
 
 HEADER = "#\n# Ansible managed\n#\n"
 

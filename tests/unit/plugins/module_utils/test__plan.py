@@ -2,17 +2,11 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 
 import pytest
 
-from ansible_collections.ramdisk.provision.plugins.module_utils._plan import (
-    _check_migration_xattrs,
-    mount_token,
-    plan_ramfs,
-    plan_summary,
-    plan_tmpfs,
-)
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_ramfs, plan_tmpfs
+from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import plan_summary
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import tmpfs_percent_bytes
 
 GIB = 1024 ** 3
@@ -380,17 +374,6 @@ def test_migration_leaves_out_journald_crtime_with_a_warning():
     assert any("the copy into RAM leaves out user.crtime_usec on 3 entries" in warning for warning in entry["warnings"])
 
 
-def test_migration_into_a_disk_file_system_keeps_user_xattrs_on_any_kernel():
-    # A zram or brd entry's file system (ext4 here) keeps user.* attributes: nothing to refuse.
-    facts = _xattr_facts({"user.mime_type": [2, "a.txt"]}, False)
-    entry = {"path": "/var/tmp", "migrate": True}
-    planned = plan([ok_entry(**entry)], facts)["mounts"][0]
-    planned_fs = dict(planned, fstype="ext4", warnings=[], action="migrate")
-    errors = []
-    _check_migration_xattrs(planned_fs, facts["paths"]["/var/tmp"], facts["support"], "web01", "x", errors)
-    assert errors == [] and planned_fs["action"] == "migrate" and "dropped_xattrs" not in planned_fs
-
-
 def test_migration_keeps_user_xattrs_where_tmpfs_holds_them():
     result = plan([ok_entry(path="/var/tmp", migrate=True)], _xattr_facts({"user.mime_type": [2, "a.txt"]}, True))
     assert result["errors"] == [] and "dropped_xattrs" not in result["mounts"][0]
@@ -631,13 +614,6 @@ def test_ramfs_persist():
     assert result["errors"] == []
     assert result["mounts"][0]["persist"]["services"] == ["app.service"]
     assert result["mounts"][0]["migrate"] is True
-
-
-def test_mount_token_matches_the_role():
-    # module_utils/_mount_steps.py token(): path[1:] | regex_replace('[^A-Za-z0-9_.]', '-') ~ '-' ~ (path | hash('sha1'))[:8]
-    assert mount_token("/var/lib/postgresql") == "var-lib-postgresql-" + hashlib.sha1(
-        b"/var/lib/postgresql").hexdigest()[:8]
-    assert mount_token("/srv/a-b") != mount_token("/srv/a/b")
 
 
 # Issue 3's bad input for ramfs: max_size 0, negative or unparseable, the same path twice, a path inside another.

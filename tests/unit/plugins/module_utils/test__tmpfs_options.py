@@ -10,7 +10,7 @@ import textwrap
 import pytest
 import yaml
 
-from ansible_collections.ramdisk.provision.plugins.module_utils import _plan, _policy
+from ansible_collections.ramdisk.provision.plugins.module_utils import _plan, _plan_core, _policy
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_tmpfs
 from ansible_collections.ramdisk.provision.plugins.module_utils._tmpfs_options import (
     BY_NAME,
@@ -160,8 +160,8 @@ def test_helpers():
 def test_policy_and_plan_keys_come_from_the_table():
     for name in NAMES:
         assert name in _plan.ENTRY_KEYS
-        assert _plan.KEYED_OPTIONS[name] == name
-        assert name not in _plan.ALLOWED_EXTRA_OPTIONS
+        assert _plan_core.KEYED_OPTIONS[name] == name
+        assert name not in _plan_core.ALLOWED_EXTRA_OPTIONS
         assert name in _policy.BACKEND_KEYS["tmpfs"]
         assert name not in _plan.RAMFS_ENTRY_KEYS
 
