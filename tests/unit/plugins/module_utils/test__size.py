@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.ramdisk.provision.plugins.module_utils._bench import human_bytes
+from ansible_collections.ramdisk.provision.plugins.module_utils._metrics import human
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
     SizeError,
     format_size,
@@ -157,3 +159,68 @@ def test_parse_count_valid(value, expected):
 def test_parse_count_invalid(value):
     with pytest.raises(SizeError):
         parse_count(value)
+
+
+PIB = 1024 ** 5
+# Each value with what the planners' messages (format_size), the bench report (_bench.human_bytes) and
+# ramdisk-status (_metrics.human) printed for it before the three became one formatter: pinned byte for byte.
+# An exception's name stands for "raises it".
+FORMATS = [
+    (0, "0 B", "0 B", "0B"),
+    (1, "1 B", "1 B", "1B"),
+    (0.4, "0 B", "0 B", "0B"),
+    (512, "512 B", "512 B", "512B"),
+    (1023, "1023 B", "1023 B", "1023B"),
+    (1023.9, "1023 B", "1023 B", "1023B"),
+    (1024, "1.0 KiB", "1.0 KiB", "1.0K"),
+    (1025, "1.0 KiB", "1.0 KiB", "1.0K"),
+    # A fraction: the planners count whole bytes (1075 B is 1.0498 KiB), a measured figure keeps it (1.05 KiB).
+    (1075.2, "1.0 KiB", "1.1 KiB", "1.1K"),
+    (1536, "1.5 KiB", "1.5 KiB", "1.5K"),
+    (1536.7, "1.5 KiB", "1.5 KiB", "1.5K"),
+    (2047.9, "2.0 KiB", "2.0 KiB", "2.0K"),
+    (MIB - 1, "1024.0 KiB", "1024.0 KiB", "1024.0K"),
+    (MIB, "1.0 MiB", "1.0 MiB", "1.0M"),
+    (3 * MIB // 2, "1.5 MiB", "1.5 MiB", "1.5M"),
+    (5 * MIB, "5.0 MiB", "5.0 MiB", "5.0M"),
+    (2 * GIB, "2.0 GiB", "2.0 GiB", "2.0G"),
+    (3 * TIB // 2, "1.5 TiB", "1.5 TiB", "1.5T"),
+    (1023 * TIB + TIB // 2, "1023.5 TiB", "1023.5 TiB", "1023.5T"),
+    (PIB - 1, "1024.0 TiB", "1024.0 TiB", "1024.0T"),
+    # The bench report and ramdisk-status stop at TiB; the planners go on to PiB, and give up at 1024 EiB.
+    (PIB, "1.0 PiB", "1024.0 TiB", "1024.0T"),
+    (5 * PIB, "5.0 PiB", "5120.0 TiB", "5120.0T"),
+    (1024 * PIB, "1024.0 PiB", "1048576.0 TiB", "1048576.0T"),
+    (1024 ** 7 - 1, "1048576.0 PiB", "1073741824.0 TiB", "1073741824.0T"),
+    (1024 ** 7, "over 1024 EiB", "1073741824.0 TiB", "1073741824.0T"),
+    (10 ** 400, "over 1024 EiB", "OverflowError", "OverflowError"),
+    (-1, "-1 B", "-1 B", "-1B"),
+    (-1023.5, "-1023 B", "-1023 B", "-1023B"),
+    (-1536, "-1.5 KiB", "-1.5 KiB", "-1.5K"),
+    (-2 * GIB, "-2.0 GiB", "-2.0 GiB", "-2.0G"),
+    (-(1024 ** 7), "-over 1024 EiB", "-1073741824.0 TiB", "-1073741824.0T"),
+    # Older cores hand the bench report numbers as text.
+    ("2048", "2.0 KiB", "2.0 KiB", "2.0K"),
+    ("1536.5", "ValueError", "1.5 KiB", "1.5K"),
+    (None, "TypeError", "-", "-"),
+    (float("nan"), "ValueError", "nan TiB", "nanT"),
+    (float("inf"), "OverflowError", "inf TiB", "infT"),
+    (-float("inf"), "OverflowError", "-inf TiB", "-infT"),
+]
+
+
+def _shown(function, value):
+    try:
+        return function(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        return type(exc).__name__
+
+
+# Pinned against the three formatters as they were.
+STYLES = {"planned": format_size, "bench": human_bytes, "status": human}
+
+
+@pytest.mark.parametrize("value, style, expected",
+                         [(row[0], style, text) for row in FORMATS for style, text in zip(STYLES, row[1:])])
+def test_format_size_prints_each_style_as_before(value, style, expected):
+    assert _shown(STYLES[style], value) == expected
