@@ -17,6 +17,10 @@ try:
     from ansible_collections.ramdisk.provision.plugins.module_utils._bench_counters import reached_share as _reached_share
 except ImportError:
     _reached_share = None
+try:
+    from ansible_collections.ramdisk.provision.plugins.module_utils._size import format_size
+except ImportError:  # scripts/bench load this file by its path, with plugins/module_utils on sys.path (common.load_bench)
+    from _size import format_size  # type: ignore
 
 MIB = 1024 * 1024
 
@@ -1159,22 +1163,11 @@ def csv_text(records, columns=COLUMNS):
     return "\n".join(lines) + "\n"
 
 
-def human_bytes(value):
-    if value is None:
-        return "-"
-    value = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return "%.1f %s" % (value, unit) if unit != "B" else "%d B" % value
-        value /= 1024.0
-    return "%.1f TiB" % value
-
-
 def human_metric(metric, value):
     if value is None:
         return "-"
     if metric == "bw_bytes":
-        return human_bytes(value) + "/s"
+        return format_size(value, measured=True) + "/s"
     if metric.startswith("clat_ns") or metric.startswith("lat_ns"):
         if value >= 1e6:
             return "%.2f ms" % (value / 1e6)

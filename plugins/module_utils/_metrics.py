@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The metrics collector: RAM mounts, zram devices and persist copies as Prometheus text, and as a table.
 
-The ramdisk role copies this file and _procfs.py to the host (ramdisk_metrics: true), where a systemd timer,
+The ramdisk role copies this file, _procfs.py and _size.py to the host (ramdisk_metrics: true), where a systemd timer,
 the persist helper after every sync and the role at the end of each run start it with
 ``python3 _metrics.py collect``; ``ramdisk-status`` runs ``python3 _metrics.py status``. It needs only the
 standard library there. What it reads: its config (written by the role), /proc/self/mountinfo, statvfs of
@@ -24,6 +24,10 @@ import sys
 import tempfile
 import time
 
+try:
+    from ansible_collections.ramdisk.provision.plugins.module_utils._size import format_size
+except ImportError:  # on the managed host, beside a copy of _size.py
+    from _size import format_size  # type: ignore
 try:
     from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
         is_ram_backed, parse_meminfo, parse_mountinfo, parse_swaps, parse_zram_algorithms)
@@ -290,15 +294,8 @@ def render(sample_list):
 
 
 def human(num):
-    """Bytes as a short binary figure: 0, 512B, 1.5K, 64.0M, 2.0G."""
-    if num is None:
-        return "-"
-    value = float(num)
-    for unit in ("B", "K", "M", "G", "T"):
-        if abs(value) < 1024 or unit == "T":
-            return ("%d%s" % (value, unit)) if unit == "B" else ("%.1f%s" % (value, unit))
-        value /= 1024
-    return str(num)
+    """Bytes as a short binary figure: 0B, 512B, 1.5K, 64.0M, 2.0G (ramdisk-status; docs/metrics.md)."""
+    return format_size(num, short=True, measured=True)
 
 
 def age(seconds):

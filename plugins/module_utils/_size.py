@@ -4,6 +4,7 @@
 
 A tiny tokenizer and recursive-descent parser; nothing is ever passed to eval().
 All units are binary (K = 1024), whatever their spelling (``2G``, ``2GiB``, ``2GB``).
+Standard library only: the ramdisk role copies this file beside _metrics.py to the hosts (ramdisk-status).
 """
 
 from __future__ import annotations
@@ -196,20 +197,29 @@ def parse_size(expr, ram_bytes=None):
     return result
 
 
-def format_size(num_bytes):
-    """Human form in binary units with one decimal: ``2.0 GiB``; bytes below 1 KiB stay whole."""
-    num_bytes = int(num_bytes)
-    if abs(num_bytes) >= 1024 ** 7:
-        # Too large for a float, and for any host: say so rather than fail.
-        return "%sover 1024 EiB" % ("-" if num_bytes < 0 else "")
-    if abs(num_bytes) < 1024:
-        return "%d B" % num_bytes
-    value = float(num_bytes)
-    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def format_size(num_bytes, short=False, measured=False):
+    """Bytes in binary units with one decimal, whole below 1 KiB: ``2.0 GiB``, ``512 B``; None (not known) is ``-``.
+
+    short: the spelling of ramdisk-status, ``2.0G``, ``512B``. measured: a figure read off a host or a benchmark
+    (a mean, a rate) keeps its fraction and is told in TiB at most, as the bench report and ramdisk-status print
+    it; otherwise a size counts whole bytes, up to PiB, and 1024 EiB or more reads "over 1024 EiB".
+    """
+    if num_bytes is None:
+        return "-"
+    units = _UNITS[:5] if measured else _UNITS
+    if not measured:
+        num_bytes = int(num_bytes)
+        if abs(num_bytes) >= 1024 ** 7:
+            # Too large for a float, and for any host: say so rather than fail.
+            return "%sover 1024%s" % ("-" if num_bytes < 0 else "", "E" if short else " EiB")
+    value, power = float(num_bytes), 0
+    while power < len(units) - 1 and not abs(value) < 1024:  # "not <": NaN goes to the top unit, as it always did
         value /= 1024.0
-        if abs(value) < 1024.0 or unit == "PiB":
-            return "%.1f %s" % (value, unit)
-    return "%.1f PiB" % value  # pragma: no cover - loop always returns
+        power += 1
+    return ("%d" if power == 0 else "%.1f") % value + ("" if short else " ") + (units[power][0] if short else units[power])
 
 
 def round_up_pages(num_bytes):

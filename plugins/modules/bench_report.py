@@ -169,6 +169,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _bench
 from ansible_collections.ramdisk.provision.plugins.module_utils import _bench_stats
 from ansible_collections.ramdisk.provision.plugins.module_utils._report import (
     HAS_MATPLOTLIB, MATPLOTLIB_IMPORT_ERROR, plt, render_html, render_markdown, ticker)
+from ansible_collections.ramdisk.provision.plugins.module_utils._size import format_size
 
 
 def load_host(path, host):
@@ -390,7 +391,7 @@ def draw_memory_chart(path, samples, phases):
                                    va="top", fontsize="x-small", color="#555555")
         panel.set_ylim(0, 105)
         panel.set_ylabel("% of MemTotal", fontsize="small")
-        panel.set_title("%s (MemTotal %s)" % (host, _bench.human_bytes(total)), fontsize="small")
+        panel.set_title("%s (MemTotal %s)" % (host, format_size(total, measured=True)), fontsize="small")
         panel.grid(alpha=0.3)
     panels[0][0].legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     panels[-1][0].set_xlabel("seconds since the tests began (shaded: one target's tests, a stretch per visit; dotted: 10%"
@@ -733,10 +734,10 @@ def report_sections(data, charts):
             if not summary:
                 continue
             rows.append([host, summary["samples"], "%.0f s" % summary["seconds"],
-                         _bench.human_bytes(summary["mem_available_first_bytes"]),
-                         "%s (%.0f%%)" % (_bench.human_bytes(summary["mem_available_min_bytes"]),
+                         format_size(summary["mem_available_first_bytes"], measured=True),
+                         "%s (%.0f%%)" % (format_size(summary["mem_available_min_bytes"], measured=True),
                                           100 * (summary["mem_available_min_share"] or 0)),
-                         _bench.human_bytes(summary["shmem_rise_bytes"]),
+                         format_size(summary["shmem_rise_bytes"], measured=True),
                          "%d out, %d in" % (summary["swap_out_pages"], summary["swap_in_pages"])])
         out.append(("table", (["host", "samples", "over", "MemAvailable at the start", "lowest MemAvailable",
                                "Shmem rose by", "pages swapped"], rows)))
@@ -798,7 +799,7 @@ def report_sections(data, charts):
         ctx = data["context"][host]
         measured = ctx.get("measure_seconds")
         hosts.append([host, ctx["groups"], ctx["kernel"], ctx["cpu_model"], ctx["cores"],
-                      _bench.human_bytes(ctx["mem_total_bytes"]), _bench.human_metric("bw_bytes", ctx["memcopy_bw_bytes"]),
+                      format_size(ctx["mem_total_bytes"], measured=True), _bench.human_metric("bw_bytes", ctx["memcopy_bw_bytes"]),
                       ctx["fio_version"], "%.1f s" % measured if measured is not None else "-"])
     out.append(("table", (["host", "groups", "kernel", "CPU", "cores", "MemTotal", "memory copy", "fio",
                            "measuring time"], hosts)))
@@ -806,7 +807,7 @@ def report_sections(data, charts):
     for host in data["hosts"]:
         for target in data["targets"][host]:
             targets.append([host, target["label"], target["path"], target["backend"], target["mount_options"],
-                            _bench.human_bytes(target["file_size_bytes"]), target["direct"],
+                            format_size(target["file_size_bytes"], measured=True), target["direct"],
                             target["zram_algorithm"] or "-", target["zram_mm_stat_after"] or "-"])
     out.append(("table", (["host", "target", "path", "backend", "mount options", "file size", "direct", "zram algorithm",
                            "zram mm_stat after"], targets)))
@@ -857,7 +858,7 @@ def _device_words(record):
     share = record.get("device_share")
     return "%s: %s of issued; read %s, written %s, %s flushes%s" % (
         record["device_stack"], "%.0f%%" % (100 * share) if share is not None else "-",
-        _bench.human_bytes(record.get("device_read_bytes")), _bench.human_bytes(record.get("device_write_bytes")),
+        format_size(record.get("device_read_bytes"), measured=True), format_size(record.get("device_write_bytes"), measured=True),
         _count(record.get("device_flush_ios")),
         ("; cache in %d runs" % record["cache_runs"]) if record.get("cache_runs") else "")
 
@@ -1015,7 +1016,7 @@ def seed_scale_words(seed, scale):
         return "-"
     if seed == "tmp_dd":
         return "one block of %s, %s files of 1 KiB (the write-up: 10,000; files per second compares)" % (
-            _bench.human_bytes(scale.get("block_bytes")), _count(scale.get("files")))
+            format_size(scale.get("block_bytes"), measured=True), _count(scale.get("files")))
     if seed == "bonnie":
         files = scale.get("bonnie_files") or 0
         return "-n %d:%d:0:%d, %s files (the write-up: -n 50:250000:0:1000), as user %s" % (
@@ -1023,7 +1024,7 @@ def seed_scale_words(seed, scale):
             scale.get("bonnie_user"))
     if seed == "fio_dbtest":
         return "--size=%s per job, --runtime=%d s" % (
-            _bench.human_bytes(scale.get("fio_job_bytes")), scale.get("fio_runtime") or 0)
+            format_size(scale.get("fio_job_bytes"), measured=True), scale.get("fio_runtime") or 0)
     if seed == "pg_test_fsync":
         return "-s %d (seconds per test)" % (scale.get("pg_seconds") or 0)
     if seed == "dd_64k":

@@ -6,13 +6,18 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def load_bench():
-    """plugins/module_utils/_bench.py, loaded from its file: it has no collection imports, so it needs no collections path."""
-    spec = importlib.util.spec_from_file_location("ramdisk_bench", os.path.join(REPO_ROOT, "plugins", "module_utils", "_bench.py"))
+    """plugins/module_utils/_bench.py, loaded from its file with no collections path: the _size.py it needs then comes
+    from beside it, as on a host beside _metrics.py."""
+    module_utils = os.path.join(REPO_ROOT, "plugins", "module_utils")
+    if module_utils not in sys.path:
+        sys.path.append(module_utils)
+    spec = importlib.util.spec_from_file_location("ramdisk_bench", os.path.join(module_utils, "_bench.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -67,7 +67,7 @@ def main():
     try:
         lib = os.path.join(work, "lib")
         os.mkdir(lib)
-        for name in ("_metrics.py", "_procfs.py"):
+        for name in ("_metrics.py", "_procfs.py", "_size.py"):
             shutil.copy(os.path.join(MODULE_UTILS, name), lib)
         zram_conf = os.path.join(work, "zram")
         os.mkdir(zram_conf)

@@ -9,12 +9,15 @@ import io
 import json
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _bench
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "fixtures")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(FIXTURES)))
 MIB = 1024 * 1024
 
 
@@ -587,3 +590,12 @@ def test_host_records_read_a_fio_run_per_job(tmp_path):
         found[key] = [(r["test"], r["op"], r["bw_bytes"], r["iops"], r["clat_ns_p99"]) for r in records if r["tool"] == "fio"]
         assert _bench.host_latency_bins(manifest, files.__getitem__)
     assert found["per_job"] == found["one_file"] and len(found["per_job"]) == 6
+
+
+def test_the_bench_scripts_load_it_without_the_collection():
+    """scripts/bench/common.py loads this file by its path in a python with no collection (-I: no PYTHONPATH); the
+    _size.py beside it then formats the bytes, and what needs the collection (_bench_counters) is left out."""
+    script = ("import sys; sys.path.insert(0, %r); import common; bench = common.load_bench(); "
+              "print(bench.human_metric('bw_bytes', 1075.2), bench._reached_share)" % os.path.join(REPO, "scripts", "bench"))
+    run = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, check=False)
+    assert (run.returncode, run.stdout, run.stderr) == (0, "1.1 KiB/s None\n", "")

@@ -268,18 +268,37 @@ def test_status_without_config_says_what_to_do(tmp_path, capsys):
 
 
 def test_the_copied_modules_need_only_the_standard_library():
-    """The role copies _metrics.py and _procfs.py to hosts, where no collection is installed."""
-    for name in ("_metrics.py", "_procfs.py"):
+    """The role copies _metrics.py, _procfs.py and _size.py to hosts, where no collection is installed."""
+    for name in ("_metrics.py", "_procfs.py", "_size.py"):
         with open(os.path.join(REPO, "plugins", "module_utils", name)) as handle:
             tree = ast.parse(handle.read())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ansible_collections"):
-                assert name == "_metrics.py" and node.module.endswith("._procfs"), (name, node.module)
-            elif isinstance(node, ast.ImportFrom) and node.module not in ("__future__", "_procfs"):
+                assert name == "_metrics.py" and node.module.endswith(("._procfs", "._size")), (name, node.module)
+            elif isinstance(node, ast.ImportFrom) and node.module not in ("__future__", "_procfs", "_size"):
                 assert node.module in sys.stdlib_module_names, (name, node.module)
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     assert alias.name.split(".")[0] in sys.stdlib_module_names, (name, alias.name)
+
+
+def test_what_the_role_copies_runs_on_its_own(tmp_path):
+    """ramdisk-status runs python3 _metrics.py status beside the copies of __ramdisk_metrics_sources: no collection
+    (-E -s: no PYTHONPATH, no user site; the script's own directory stays on the path, as on the host)."""
+    with open(os.path.join(REPO, "roles", "ramdisk", "vars", "main.yml")) as handle:
+        sources = yaml.safe_load(handle)["__ramdisk_metrics_sources"]
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for name in sources:
+        shutil.copy(os.path.join(REPO, "plugins", "module_utils", name), str(lib))
+    config = {"state_file": str(tmp_path / "peak.json"), "persist_conf_dir": str(tmp_path / "none"),
+              "persist_status_dir": str(tmp_path / "none"), "zram_conf_dir": str(tmp_path / "none"),
+              "mounts": [], "policy_paths": [], "budget": {"limit_bytes": 8 * GIB, "planned_bytes": 200 * MIB}}
+    (tmp_path / "metrics.json").write_text(json.dumps(config))
+    run = subprocess.run([sys.executable, "-E", "-s", str(lib / "_metrics.py"), "status", "--config", str(tmp_path / "metrics.json")],
+                         capture_output=True, text=True, check=False, cwd=str(tmp_path))
+    assert (run.returncode, run.stderr) == (0, "")
+    assert "the last run planned up to 200.0M of a budget of 8.0G." in run.stdout
 
 
 def test_role_paths_agree():
@@ -290,7 +309,7 @@ def test_role_paths_agree():
         ramdisk["__ramdisk_metrics_lib"] + "/_metrics.py")
     assert ramdisk["__ramdisk_persist_conf_dir"] == paths.PERSIST_CONF_DIR
     assert ramdisk["__ramdisk_persist_status_dir"] == paths.PERSIST_STATUS_DIR
-    assert set(ramdisk["__ramdisk_metrics_sources"]) == {"_metrics.py", "_procfs.py"}
+    assert set(ramdisk["__ramdisk_metrics_sources"]) == {"_metrics.py", "_procfs.py", "_size.py"}
 
 
 def test_every_metric_follows_the_conventions():

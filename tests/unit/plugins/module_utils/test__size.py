@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.ramdisk.provision.plugins.module_utils._bench import human_bytes
-from ansible_collections.ramdisk.provision.plugins.module_utils._metrics import human
 from ansible_collections.ramdisk.provision.plugins.module_utils._size import (
     SizeError,
     format_size,
@@ -163,7 +161,8 @@ def test_parse_count_invalid(value):
 
 PIB = 1024 ** 5
 # Each value with what the planners' messages (format_size), the bench report (_bench.human_bytes) and
-# ramdisk-status (_metrics.human) printed for it before the three became one formatter: pinned byte for byte.
+# ramdisk-status (_metrics.human) printed for it before the three became format_size: pinned byte for byte, but
+# for None, which the planners' style now shows as "-" too where it raised TypeError.
 # An exception's name stands for "raises it".
 FORMATS = [
     (0, "0 B", "0 B", "0B"),
@@ -202,7 +201,7 @@ FORMATS = [
     # Older cores hand the bench report numbers as text.
     ("2048", "2.0 KiB", "2.0 KiB", "2.0K"),
     ("1536.5", "ValueError", "1.5 KiB", "1.5K"),
-    (None, "TypeError", "-", "-"),
+    (None, "-", "-", "-"),
     (float("nan"), "ValueError", "nan TiB", "nanT"),
     (float("inf"), "OverflowError", "inf TiB", "infT"),
     (-float("inf"), "OverflowError", "-inf TiB", "-infT"),
@@ -216,11 +215,17 @@ def _shown(function, value):
         return type(exc).__name__
 
 
-# Pinned against the three formatters as they were.
-STYLES = {"planned": format_size, "bench": human_bytes, "status": human}
+STYLES = {"planned": format_size,
+          "bench": lambda value: format_size(value, measured=True),
+          "status": lambda value: format_size(value, short=True, measured=True)}
 
 
 @pytest.mark.parametrize("value, style, expected",
                          [(row[0], style, text) for row in FORMATS for style, text in zip(STYLES, row[1:])])
 def test_format_size_prints_each_style_as_before(value, style, expected):
     assert _shown(STYLES[style], value) == expected
+
+
+@pytest.mark.parametrize("value, expected", [(512, "512B"), (1075.2, "1.0K"), (5 * PIB, "5.0P"), (-(1024 ** 7), "-over 1024E")])
+def test_format_size_short_of_a_whole_size(value, expected):
+    assert format_size(value, short=True) == expected
