@@ -19,7 +19,6 @@ import stat
 
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 from ansible_collections.ramdisk.provision.plugins.module_utils._gate import tmp_gate
-from ansible_collections.ramdisk.provision.plugins.module_utils._metrics import CONFIG as METRICS_CONFIG, PEAK_RECORD
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
     cgroup_directories,
     cgroup_mount,
@@ -299,12 +298,12 @@ def support_facts(filesystems, release, container, zram_devices=(), config=None,
     PROBE: probe_tmpfs_flag, or None not to ask the kernel."""
     modules_disabled = (_read("/proc/sys/kernel/modules_disabled", "0") or "0").strip() == "1"
     zram = bool(
-        os.path.exists("/sys/class/zram-control")
+        os.path.exists(_host_paths.ZRAM_CONTROL)
         or zram_devices
         or os.path.exists("/sys/module/zram")
         or (not modules_disabled and _module_present(release, ("zram",)))
     )
-    brd = bool(os.path.exists("/sys/module/brd") or (not modules_disabled and _module_present(release, ("brd",))))
+    brd = bool(os.path.exists(_host_paths.BRD_MODULE) or (not modules_disabled and _module_present(release, ("brd",))))
     # The kernel offers the same algorithms on every device; the first one tells.
     algorithms = list(zram_devices[0]["algorithms_offered"]) if zram_devices else []
     if config is None:
@@ -645,9 +644,9 @@ def gather(paths, scan_timeout, mountinfo=None):
         "mounts": mount_facts(mountinfo, scan_timeout),
         "support": support,
         "tmp_gate": gate,
-        "peaks": peak_facts(_read(PEAK_RECORD, "")),
+        "peaks": peak_facts(_read(_host_paths.METRICS_PEAK, "")),
         # Whether an earlier run installed the metrics collector: the role removes it when ramdisk_metrics is off.
-        "metrics_installed": os.path.exists(METRICS_CONFIG),
+        "metrics_installed": os.path.exists(_host_paths.METRICS_CONFIG),
         "zram": zram,
         "brd": brd_facts(mountinfo, swap["devices"]),
     }

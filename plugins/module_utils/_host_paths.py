@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Every path and name the collection uses on a managed host, in one place.
 
-Modules and module_utils import these; the roles' vars/main.yml repeat a few of them for the tasks that still
-name files in YAML, and tests/unit/plugins/module_utils/test__host_paths.py checks that they agree.
+Modules and module_utils import these; the host copies of the metrics collector and the persist helper get them
+too (a copy of this file beside _metrics.py; the helper's PLACES written from them on install). It needs only the
+standard library. tests/unit/test_host_paths_once.py fails on a copy of any of these paths elsewhere.
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ PERSIST_HELPER = LIBEXEC_DIR + "/persist"
 PERSIST_DELTA = LIBEXEC_DIR + "/persist-delta.py"
 PERSIST_STATE_DIR = RUN_DIR + "/persist"
 PERSIST_STATUS_DIR = STATE_DIR + "/persist"
-METRICS_COLLECTOR = LIBEXEC_DIR + "/metrics/_metrics.py"
+# The metrics collector (ramdisk_metrics): _metrics.py with the modules it imports (_procfs.py, this file) beside it;
+# the config the ramdisk role writes for it, the peak record it keeps (ramdisk_facts reads it too), and the command
+# that prints its table.
+METRICS_DIR = LIBEXEC_DIR + "/metrics"
+METRICS_COLLECTOR = METRICS_DIR + "/_metrics.py"
+METRICS_CONFIG = ETC_DIR + "/metrics.json"
+METRICS_PEAK = STATE_DIR + "/metrics-peak.json"
+STATUS_COMMAND = "/usr/local/sbin/ramdisk-status"
 
 # Where root reads what it acts on (records, the journal, the lock, the helpers its units run): each, and every
 # directory above it, must be writable by root alone (_trust, docs/security.md).
@@ -52,17 +60,24 @@ TMP_DROPIN_DIR = UNIT_DIR + "/tmp.mount.d"
 TMP_DROPIN = TMP_DROPIN_DIR + "/50-ramdisk-provision.conf"
 # The boot-time copy unit's [Install] WantedBy: enabling it makes a link here.
 SEED_WANTS = UNIT_DIR + "/local-fs.target.wants"
+# There while systemd runs as PID 1 (sd_booted(3)); units generated at boot (fstab's) live here too.
+SYSTEMD_RUN_DIR = "/run/systemd/system"
 # Where a mount unit made by hand or shipped by the distribution is found (fstab's own are generated under /run).
-MOUNT_UNIT_DIRS = (UNIT_DIR, "/run/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
+MOUNT_UNIT_DIRS = (UNIT_DIR, SYSTEMD_RUN_DIR, "/usr/lib/systemd/system", "/lib/systemd/system")
 VENDOR_TMP_UNITS = ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount")
 
 
-# zram: the boot-time setup script and unit (units persistence), zram-generator's drop-ins (generator persistence).
-ZRAM_SETUP = "/usr/local/libexec/ramdisk-provision/zram-setup"
+# zram: the kernel's control files (hot_add, hot_remove); the boot-time setup script and unit (units persistence),
+# zram-generator where Debian's systemd-zram-generator installs it (/lib is /usr/lib on merged-/usr systems) and its
+# drop-ins (generator persistence); zswap's switch, which zram swap wants off.
+ZRAM_CONTROL = "/sys/class/zram-control"
+ZRAM_SETUP = LIBEXEC_DIR + "/zram-setup"
 ZRAM_UNIT = UNIT_DIR + "/ramdisk-zram@.service"
 # The unit's [Install] WantedBy: enabling ramdisk-zram@NAME.service makes a link here.
 ZRAM_UNIT_WANTS = UNIT_DIR + "/local-fs-pre.target.wants"
+ZRAM_GENERATORS = ("/usr/lib/systemd/system-generators/zram-generator", "/lib/systemd/system-generators/zram-generator")
 ZRAM_GENERATOR_DIR = "/etc/systemd/zram-generator.conf.d"
+ZSWAP_ENABLED = "/sys/module/zswap/parameters/enabled"
 
 # brd: the module's sysfs directory (there while it is loaded) and parameters; the files that load it at boot
 # with its disks (systemd-modules-load), named as community.general.modprobe `persistent: present` names them, so

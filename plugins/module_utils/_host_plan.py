@@ -283,12 +283,12 @@ def unaccounted_errors(host, mounts, records, view, vendor_tmp=False):
         if any(view.exists("%s/%s" % (directory, unit)) for directory in _host_paths.MOUNT_UNIT_DIRS):
             continue
         errors.append("Host %s: %s.path is '%s': a %s is mounted there that nothing accounts for, so this collection "
-                      "will not take it over. It has no record in %s, no /etc/fstab line, no unit %s and no open "
+                      "will not take it over. It has no record in %s, no %s line, no unit %s and no open "
                       "journal entry: a run that was killed may have left it, and it hides what the directory holds "
-                      "on disk. Look at it with findmnt %s and at its files; if it is yours, add its /etc/fstab line "
+                      "on disk. Look at it with findmnt %s and at its files; if it is yours, add its %s line "
                       "and run again; if not, copy out what you need from it, unmount it (umount %s) and run again."
-                      % (host, entry["label"], path, live["fstype"], RECORD_DIR, unit, shlex.quote(path),
-                         shlex.quote(path)))
+                      % (host, entry["label"], path, live["fstype"], RECORD_DIR, _host_paths.FSTAB, unit,
+                         shlex.quote(path), _host_paths.FSTAB, shlex.quote(path)))
     return errors
 
 
@@ -524,8 +524,7 @@ def plan_host(request, facts, view, host="localhost"):
     return result
 
 
-# Where zram-generator is installed (the zram role's __zram_generators).
-ZRAM_GENERATORS = ("/usr/lib/systemd/system-generators/zram-generator", "/lib/systemd/system-generators/zram-generator")
+ZRAM_GENERATORS = _host_paths.ZRAM_GENERATORS
 
 
 def zram_support_errors(host, devices, facts):
@@ -534,9 +533,9 @@ def zram_support_errors(host, devices, facts):
     if not devices or support.get("zram", True):
         return []
     container = support.get("container")
-    return ["Host %s: zram_devices asks for zram, but zram cannot work here: no /sys/class/zram-control and no zram "
+    return ["Host %s: zram_devices asks for zram, but zram cannot work here: no %s and no zram "
             "module for kernel %s%s. Load the zram module (modprobe zram), or leave zram_devices empty for this host."
-            % (host, support.get("kernel"), " (in a %s container, bind the host's /sys and /dev)" % container
+            % (host, _host_paths.ZRAM_CONTROL, support.get("kernel"), " (in a %s container, bind the host's /sys and /dev)" % container
                if container else "")]
 
 
@@ -564,7 +563,7 @@ def zswap_warnings(host, devices, view):
     """zswap in front of zram swap compresses each page twice."""
     if not any(device.get("use") == "swap" for device in devices):
         return []
-    if (view.read("/sys/module/zswap/parameters/enabled") or "").strip() not in ("Y", "1"):
+    if (view.read(_host_paths.ZSWAP_ENABLED) or "").strip() not in ("Y", "1"):
         return []
     return ["Host %s has zswap on as well as zram swap: pages are compressed twice on their way out. Turn zswap off "
             "(zswap.enabled=0 on the kernel command line) when zram is the swap." % host]
@@ -703,7 +702,7 @@ def plan_steps(mounts, facts, view, records):
     """Give each tmpfs and ramfs entry the names, texts and steps the mount role loops over (_mount_steps)."""
     systemd = view.systemd()
     vendor_tmp = view.vendor_tmp_mount()
-    fstab = view.read("/etc/fstab")
+    fstab = view.read(_host_paths.FSTAB)
     paths = facts.get("paths") or {}
     for entry in mounts:
         entry.update(_mount_steps.item(dict(entry, steps=None), vendor_tmp, systemd))

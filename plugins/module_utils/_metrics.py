@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The metrics collector: RAM mounts, zram devices and persist copies as Prometheus text, and as a table.
 
-The ramdisk role copies this file, _procfs.py and _size.py to the host (ramdisk_metrics: true), where a systemd timer,
+The ramdisk role copies this file, _procfs.py, _size.py and _host_paths.py to the host (ramdisk_metrics: true), where a systemd timer,
 the persist helper after every sync and the role at the end of each run start it with
 ``python3 _metrics.py collect``; ``ramdisk-status`` runs ``python3 _metrics.py status``. It needs only the
 standard library there. What it reads: its config (written by the role), /proc/self/mountinfo, statvfs of
@@ -31,12 +31,14 @@ except ImportError:  # on the managed host, beside a copy of _size.py
 try:
     from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
         is_ram_backed, parse_meminfo, parse_mountinfo, parse_swaps, parse_zram_algorithms)
-except ImportError:  # on the managed host, beside a copy of _procfs.py
+    from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
+except ImportError:  # on the managed host, beside copies of _procfs.py and _host_paths.py
     from _procfs import is_ram_backed, parse_meminfo, parse_mountinfo, parse_swaps, parse_zram_algorithms  # type: ignore
+    import _host_paths as paths  # type: ignore
 
-CONFIG = "/etc/ramdisk-provision/metrics.json"
+CONFIG = paths.METRICS_CONFIG
 # The peak record (docs/metrics.md): ramdisk_facts reads it too, and the fleet survey judges /tmp on it.
-PEAK_RECORD = "/var/lib/ramdisk-provision/metrics-peak.json"
+PEAK_RECORD = paths.METRICS_PEAK
 PROM_NAME = "ramdisk.prom"
 STATE_VERSION = 1
 # A policy path that is not a RAM mount is scanned for its peak at most this long per run.
@@ -568,9 +570,9 @@ def collect(config, state=None, scan=True):
         snapshot["peaks"] = update_peaks(state, usages, now)
     else:
         snapshot["peaks"] = state if isinstance(state, dict) else {}
-    snapshot["zram"] = _zram_devices(config.get("zram_conf_dir") or "/etc/ramdisk-provision/zram", top, swaps)
-    snapshot["persist"] = _persisted(config.get("persist_conf_dir") or "/etc/ramdisk-provision/persist",
-                                     config.get("persist_status_dir") or "/var/lib/ramdisk-provision/persist")
+    snapshot["zram"] = _zram_devices(config.get("zram_conf_dir") or paths.ZRAM_RECORD_DIR, top, swaps)
+    snapshot["persist"] = _persisted(config.get("persist_conf_dir") or paths.PERSIST_CONF_DIR,
+                                     config.get("persist_status_dir") or paths.PERSIST_STATUS_DIR)
     budget = config.get("budget") or {}
     snapshot["host"] = {"budget_limit_bytes": number(budget.get("limit_bytes")),
                         "budget_planned_bytes": number(budget.get("planned_bytes"))}

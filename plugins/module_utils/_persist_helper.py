@@ -3,7 +3,7 @@
 """The persist helper: keeps a RAM mount's contents in a backing directory on disk (issue 41: one program).
 
 Installed on the host as /usr/local/libexec/ramdisk-provision/persist (ramdisk_apply prepends the line that names
-the system's python3), beside its copy engine persist-delta.py (this collection's _persist_delta.py). systemd runs it:
+the system's python3 and writes PLACES from _host_paths), beside its copy engine persist-delta.py (this collection's _persist_delta.py). systemd runs it:
 ramdisk-persist-TOKEN.service runs restore when it starts (before the services that use the data) and sync when it
 stops (after them); ramdisk-persist-sync-TOKEN.timer runs sync every interval. TOKEN names
 /etc/ramdisk-provision/persist/TOKEN.conf (KEY=VALUE lines, values quoted as a shell would read them; it is parsed,
@@ -69,16 +69,24 @@ try:
     from ansible_collections.ramdisk.provision.plugins.module_utils import _persist_delta as engine
 except ImportError:
     engine = None
+try:
+    from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
+except ImportError:  # on the host, where PLACES below was written out on install
+    _host_paths = None
 
-# Host paths (plugins/module_utils/_host_paths.py has the same; a unit test checks that they agree). A plain
-# dictionary, so that the tests point them at their own directories.
-PLACES = {
-    "conf_dir": "/etc/ramdisk-provision/persist",
-    "state_dir": "/run/ramdisk-provision/persist",
-    "status_dir": "/var/lib/ramdisk-provision/persist",
-    "metrics_collector": "/usr/local/libexec/ramdisk-provision/metrics/_metrics.py",
-    "engine": "/usr/local/libexec/ramdisk-provision/persist-delta.py",
-}
+
+def places(paths):
+    """The host paths the helper uses, from _host_paths (PATHS)."""
+    return {"conf_dir": paths.PERSIST_CONF_DIR, "state_dir": paths.PERSIST_STATE_DIR,
+            "status_dir": paths.PERSIST_STATUS_DIR, "metrics_collector": paths.METRICS_COLLECTOR,
+            "engine": paths.PERSIST_DELTA}
+
+
+# Host paths: in the collection read from _host_paths; on the host, persist_helper_text() (_persist_steps) puts
+# their values in place of the line that carries PLACES_MARKER. A plain dictionary, so that the tests point them
+# at their own directories.
+PLACES_MARKER = "# ramdisk-provision: PLACES"
+PLACES = places(_host_paths) if _host_paths is not None else {}  # ramdisk-provision: PLACES
 XATTR = "trusted.ramdisk-provision.mount"
 USAGE = "usage: persist restore|sync|resume|list TOKEN, persist return TOKEN DIR, persist restore-back N TOKEN"
 STATX_MNT_ID_UNIQUE = 0x4000

@@ -98,8 +98,14 @@ def helper_interpreter():
 
 
 def persist_helper_text():
-    """The persist helper (this collection's _persist_helper.py) with the line that names its interpreter."""
-    return "#!%s\n%s" % (helper_interpreter(), _source(_persist_helper))
+    """The persist helper (this collection's _persist_helper.py) with the line that names its interpreter, and its
+    PLACES written out from _host_paths: on the host it runs alone."""
+    values = sorted(_persist_helper.places(paths).items())
+    places = "PLACES = {\n%s}\n" % "".join("    %r: %r,\n" % pair for pair in values)
+    # One line carries the marker (test__host_paths runs the text without the collection).
+    lines = [places if line.rstrip().endswith(_persist_helper.PLACES_MARKER) else line
+             for line in _source(_persist_helper).splitlines(True)]
+    return "#!%s\n%s" % (helper_interpreter(), "".join(lines))
 
 
 def _read_current(backing):

@@ -327,8 +327,8 @@ def check_extra_options(entry, options, flags):
             entry.error(key, option, "not an option string", "Give each option as a string such as 'nofail'.")
             continue
         if not option.strip().isprintable() or any(char.isspace() for char in option.strip()):
-            entry.error(key, option, "an option with white space or a control character, which /etc/fstab cannot "
-                        "hold", "Write the option without spaces, tabs or newlines.")
+            entry.error(key, option, "an option with white space or a control character, which %s cannot "
+                        "hold" % _host_paths.FSTAB, "Write the option without spaces, tabs or newlines.")
             continue
         option = option.strip()
         if "," in option:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
     kernel_at_least,
     parse_kernel_release,
@@ -341,9 +342,9 @@ def unavailable_reason(control_exists, devices, sys_read_only, container=None):
     where = " (this looks like a %s container)" % container if container else ""
     if not control_exists and not devices:
         return (
-            "zram is not available on this host%s: /sys/class/zram-control and /sys/block/zram* are missing. "
+            "zram is not available on this host%s: %s and /sys/block/zram* are missing. "
             "Load the module with 'modprobe zram' (or use a kernel with CONFIG_ZRAM); in a container, load it "
-            "on the host and bind the host's /sys and /dev (-v /sys:/sys:rw -v /dev:/dev)." % where)
+            "on the host and bind the host's /sys and /dev (-v /sys:/sys:rw -v /dev:/dev)." % (where, _host_paths.ZRAM_CONTROL))
     if sys_read_only:
         return (
             "zram cannot be configured on this host%s: /sys is mounted read-only. In a container, bind the "

@@ -50,7 +50,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._zram import (
 from ansible_collections.ramdisk.provision.plugins.module_utils._zram_generator import render_section
 
 SYS_BLOCK = "/sys/block"
-CONTROL = "/sys/class/zram-control"
+CONTROL = paths.ZRAM_CONTROL
 # Steps that act on the kernel: after a reboot there is nothing left for them to undo or finish.
 LIVE_STEPS = ("zram_add", "zram_set", "zram_remove", "mkswap", "mkfs", "swapon", "swapoff")
 PIVOTS = ("swapon", "swapoff")
@@ -375,9 +375,9 @@ sys=/sys/block/$DEVICE
 # A device is added with the lowest free number: add until ours exists (a few at most).
 tries=0
 while [ ! -e "$sys" ]; do
-  [ -w /sys/class/zram-control/hot_add ] || modprobe zram num_devices=0 2>/dev/null || true
+  [ -w %(control)s/hot_add ] || modprobe zram num_devices=0 2>/dev/null || true
   [ "$tries" -lt 32 ] || { echo "zram-setup: $DEVICE did not appear" >&2; exit 1; }
-  cat /sys/class/zram-control/hot_add >/dev/null
+  cat %(control)s/hot_add >/dev/null
   tries=$((tries + 1))
 done
 # A device that outlived the last start of this unit (a restarted unit; a container restarted on a kernel
@@ -399,7 +399,7 @@ echo "$SIZE" > "$sys/disksize"
 
 
 def setup_text():
-    return SETUP_TEXT % {"conf": paths.ZRAM_RECORD_DIR}
+    return SETUP_TEXT % {"conf": paths.ZRAM_RECORD_DIR, "control": CONTROL}
 
 
 def unit_text():

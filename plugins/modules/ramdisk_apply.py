@@ -285,7 +285,7 @@ def main():
 def _main(module):
     host = module.params["host"]
     run = module.params["run_id"] or uuid.uuid4().hex[:12]
-    systemd = os.path.isdir("/run/systemd/system")
+    systemd = os.path.isdir(paths.SYSTEMD_RUN_DIR)
     vendor_tmp = any(os.path.exists(path) for path in paths.VENDOR_TMP_UNITS)
     entries = module.params["mounts"]
     brd_plan = module.params["brd"] or {}

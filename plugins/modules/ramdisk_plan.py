@@ -427,15 +427,15 @@ class HostView(object):
             return gid
 
     def systemd(self):
-        return os.path.isdir("/run/systemd/system")
+        return os.path.isdir(_host_paths.SYSTEMD_RUN_DIR)
 
     def service_manager(self):
         """What runs as PID 1, as the roles name it (service_mgr)."""
         return "systemd" if self.systemd() else (_read("/proc/1/comm") or "unknown").strip()
 
     def vendor_tmp_mount(self):
-        # The mount role's __mount_vendor_tmp_units: where distributions ship their own tmp.mount.
-        return any(os.path.exists(path) for path in ("/usr/lib/systemd/system/tmp.mount", "/lib/systemd/system/tmp.mount"))
+        # Where distributions ship their own tmp.mount.
+        return any(os.path.exists(path) for path in _host_paths.VENDOR_TMP_UNITS)
 
     def backing_has_copy(self, backing):
         return os.path.isdir(os.path.join(backing, "current"))
@@ -530,7 +530,7 @@ def _recover(module, params):
     host = params["host"]
     check = module.check_mode or not params["recover"]
     executor = Executor(program_runner(module),
-                        os.path.isdir("/run/systemd/system"), host, check=check)
+                        os.path.isdir(_host_paths.SYSTEMD_RUN_DIR), host, check=check)
     lock = None
     try:
         if not check:
@@ -556,7 +556,7 @@ def _recover(module, params):
 def _todo(module, params, result):
     """Whether any backend has anything to do (and each persisted mount and zram device's own todo), from
     ramdisk_apply's steps built in check mode (_dry_run)."""
-    systemd = os.path.isdir("/run/systemd/system")
+    systemd = os.path.isdir(_host_paths.SYSTEMD_RUN_DIR)
     executor = Executor(program_runner(module), systemd,
                         params["host"], check=True, persist_helper=params["persist_helper"])
     settings = {"known": result.get("zram_known") or {}, "persistence": params["zram_persistence"],

@@ -236,6 +236,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import (
     detect_container,
     parse_meminfo,
@@ -257,7 +258,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._zram import (
 )
 
 SYS_BLOCK = "/sys/block"
-CONTROL = "/sys/class/zram-control"
+CONTROL = _host_paths.ZRAM_CONTROL
 NO_LIMIT_WORDS = ("0", "none", "unlimited")
 
 

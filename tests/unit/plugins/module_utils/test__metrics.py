@@ -268,18 +268,21 @@ def test_status_without_config_says_what_to_do(tmp_path, capsys):
 
 
 def test_the_copied_modules_need_only_the_standard_library():
-    """The role copies _metrics.py, _procfs.py and _size.py to hosts, where no collection is installed."""
-    for name in ("_metrics.py", "_procfs.py", "_size.py"):
+    """The role copies _metrics.py, _procfs.py, _size.py and _host_paths.py to hosts, where no collection is installed."""
+    for name in ("_metrics.py", "_procfs.py", "_size.py", "_host_paths.py"):
         with open(os.path.join(REPO, "plugins", "module_utils", name)) as handle:
             tree = ast.parse(handle.read())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ansible_collections"):
-                assert name == "_metrics.py" and node.module.endswith(("._procfs", "._size")), (name, node.module)
+                assert name == "_metrics.py" and (node.module.endswith(("._procfs", "._size")) or (
+                    node.module.endswith(".module_utils") and [alias.name for alias in node.names] == ["_host_paths"])), (
+                        name, node.module)
             elif isinstance(node, ast.ImportFrom) and node.module not in ("__future__", "_procfs", "_size"):
                 assert node.module in sys.stdlib_module_names, (name, node.module)
             elif isinstance(node, ast.Import):
                 for alias in node.names:
-                    assert alias.name.split(".")[0] in sys.stdlib_module_names, (name, alias.name)
+                    assert alias.name.split(".")[0] in sys.stdlib_module_names or (
+                        name == "_metrics.py" and alias.name == "_host_paths"), (name, alias.name)
 
 
 def test_what_the_role_copies_runs_on_its_own(tmp_path):
@@ -309,7 +312,7 @@ def test_role_paths_agree():
         ramdisk["__ramdisk_metrics_lib"] + "/_metrics.py")
     assert ramdisk["__ramdisk_persist_conf_dir"] == paths.PERSIST_CONF_DIR
     assert ramdisk["__ramdisk_persist_status_dir"] == paths.PERSIST_STATUS_DIR
-    assert set(ramdisk["__ramdisk_metrics_sources"]) == {"_metrics.py", "_procfs.py", "_size.py"}
+    assert set(ramdisk["__ramdisk_metrics_sources"]) == {"_metrics.py", "_procfs.py", "_size.py", "_host_paths.py"}
 
 
 def test_every_metric_follows_the_conventions():

@@ -28,8 +28,6 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._persist_steps i
 # host is a fixture that persist_host builds on.
 from test__executor import Recorder, entry, host  # noqa: F401 # pylint: disable=unused-import
 
-HELPER = persist_helper_text()
-
 
 @pytest.fixture
 def persist_host(host, monkeypatch):  # noqa: F811
@@ -160,7 +158,7 @@ def settled(persist_host):
     token = item["token"]
     os.makedirs(os.path.dirname(paths.PERSIST_HELPER))
     with open(paths.PERSIST_HELPER, "w") as handle:
-        handle.write(HELPER)
+        handle.write(persist_helper_text())
     with open(paths.PERSIST_DELTA, "w") as handle:
         handle.write(delta_helper_text())
     os.makedirs(paths.PERSIST_CONF_DIR)
@@ -489,7 +487,7 @@ def test_a_run_that_releases_the_last_persisted_mount_and_adds_another_keeps_the
     # The release went whole, and the helper that the new mount's units run is still there.
     assert not os.path.exists(paths.persist_conf_file(old["token"]))
     assert os.path.exists(paths.persist_conf_file(new["token"]))
-    assert open(paths.PERSIST_HELPER).read() == HELPER
+    assert open(paths.PERSIST_HELPER).read() == persist_helper_text()
     assert open(paths.PERSIST_DELTA).read() == delta_helper_text()
     assert "%s sync %s" % (paths.PERSIST_HELPER, new["token"]) in ex.calls
 
