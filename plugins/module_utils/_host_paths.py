@@ -88,6 +88,18 @@ BRD_MODULES_LOAD = "/etc/modules-load.d/brd.conf"
 BRD_MODPROBE = "/etc/modprobe.d/brd.conf"
 
 
+def for_roles():
+    """The few paths the roles' YAML names (the metrics collector's files), returned by ramdisk_plan as host_paths."""
+    return {
+        "metrics_dir": METRICS_DIR,
+        "metrics_collector": METRICS_COLLECTOR,
+        "metrics_config": METRICS_CONFIG,
+        "metrics_peak": METRICS_PEAK,
+        "status_command": STATUS_COMMAND,
+        "unit_dir": UNIT_DIR,
+    }
+
+
 def zram_record_file(name):
     return "%s/%s.conf" % (ZRAM_RECORD_DIR, name)
 

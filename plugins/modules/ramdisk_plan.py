@@ -238,6 +238,16 @@ persist:
   returned: always
   type: dict
   sample: {}
+host_paths:
+  description: The host paths the roles' tasks and templates name (the metrics collector's files), from the
+    collection's one list of them, so that no role writes a path of its own.
+  returned: always
+  type: dict
+  sample: {"metrics_dir": "/usr/local/libexec/ramdisk-provision/metrics",
+           "metrics_collector": "/usr/local/libexec/ramdisk-provision/metrics/_metrics.py",
+           "metrics_config": "/etc/ramdisk-provision/metrics.json",
+           "metrics_peak": "/var/lib/ramdisk-provision/metrics-peak.json",
+           "status_command": "/usr/local/sbin/ramdisk-status", "unit_dir": "/etc/systemd/system"}
 ansible_facts:
   description: The facts read, as ramdisk.provision.ramdisk_facts returns them, and C(service_mgr) (C(systemd),
     or the name of PID 1), so the roles need no second facts gathering to learn it.
@@ -651,6 +661,7 @@ def _main(module):
         result["todo"] = _todo(module, params, result)
     # The roles only ask whether it is systemd; with this, no second facts gathering is needed for it.
     result["recovered"] = recovered
+    result["host_paths"] = _host_paths.for_roles()
     module.exit_json(changed=bool(recovered) and not module.check_mode and params["recover"],
                      ansible_facts={"ramdisk": facts, "service_mgr": HostView(module).service_manager()}, **result)
 

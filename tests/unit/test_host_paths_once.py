@@ -32,16 +32,6 @@ KNOWN_COPIES = {
     ("roles/zram/tasks/preflight.yml", "/sys/module/zswap/parameters/enabled"),
     ("roles/mount/vars/main.yml", "/usr/lib/systemd/system/tmp.mount"),
     ("roles/mount/vars/main.yml", "/lib/systemd/system/tmp.mount"),
-    # removed by issue 43 step 4: the ramdisk role reads __ramdisk_plan.host_paths
-    ("roles/ramdisk/vars/main.yml", "/etc/ramdisk-provision/metrics.json"),
-    ("roles/ramdisk/vars/main.yml", "/etc/ramdisk-provision/persist"),
-    ("roles/ramdisk/vars/main.yml", "/etc/ramdisk-provision/zram"),
-    ("roles/ramdisk/vars/main.yml", "/etc/systemd/system"),
-    ("roles/ramdisk/vars/main.yml", "/usr/local/libexec/ramdisk-provision/metrics"),
-    ("roles/ramdisk/vars/main.yml", "/usr/local/libexec/ramdisk-provision/metrics/_metrics.py"),
-    ("roles/ramdisk/vars/main.yml", "/usr/local/sbin/ramdisk-status"),
-    ("roles/ramdisk/vars/main.yml", "/var/lib/ramdisk-provision/metrics-peak.json"),
-    ("roles/ramdisk/vars/main.yml", "/var/lib/ramdisk-provision/persist"),
 }
 
 

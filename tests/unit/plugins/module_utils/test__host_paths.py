@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,8 +29,16 @@ def test_the_mount_role_names_the_same_paths():
     assert names["__mount_module_tmp"] == "/run"
 
 
-def test_the_ramdisk_role_names_the_same_zram_records():
-    assert _vars("ramdisk")["__ramdisk_zram_conf_dir"] == paths.ZRAM_RECORD_DIR
+def test_the_ramdisk_role_reads_only_the_host_paths_the_plan_returns():
+    """The ramdisk role's tasks and templates name host paths as __ramdisk_plan.host_paths.KEY (_host_paths.for_roles)."""
+    used = set()
+    for directory in ("tasks", "templates"):
+        top = os.path.join(REPO, "roles", "ramdisk", directory)
+        for name in os.listdir(top):
+            with open(os.path.join(top, name), encoding="utf-8") as handle:
+                used.update(re.findall(r"__ramdisk_plan\.host_paths\.(\w+)", handle.read()))
+    assert used and used <= set(paths.for_roles())
+    assert all(value.startswith("/") for value in paths.for_roles().values())
 
 
 def test_the_zram_role_names_the_same_paths():

@@ -308,10 +308,8 @@ def test_role_paths_agree():
     with open(os.path.join(REPO, "roles", "ramdisk", "vars", "main.yml")) as handle:
         ramdisk = yaml.safe_load(handle)
     from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths as paths
-    assert ramdisk["__ramdisk_metrics_collector"] == paths.METRICS_COLLECTOR == (
-        ramdisk["__ramdisk_metrics_lib"] + "/_metrics.py")
-    assert ramdisk["__ramdisk_persist_conf_dir"] == paths.PERSIST_CONF_DIR
-    assert ramdisk["__ramdisk_persist_status_dir"] == paths.PERSIST_STATUS_DIR
+    # The role copies the sources into host_paths.metrics_dir; the collector is the first of them.
+    assert paths.for_roles()["metrics_collector"] == paths.for_roles()["metrics_dir"] + "/" + "_metrics.py"
     assert set(ramdisk["__ramdisk_metrics_sources"]) == {"_metrics.py", "_procfs.py", "_size.py", "_host_paths.py"}
 
 

@@ -44,3 +44,22 @@ def test_an_error_nobody_foresaw_ends_the_plan_with_what_happened_and_what_the_h
     assert result["failed"] is True
     assert result["msg"].startswith("Host web1: ramdisk_plan stopped on an unexpected error: ValueError")
     assert "holds no transaction left open" in result["msg"] and "mounted now: " in result["msg"]
+
+
+def test_the_plan_returns_the_host_paths_the_roles_name(tmp_path, monkeypatch, capsys):
+    """The ramdisk role's tasks and templates take the collector's paths from here (issue 43: no role writes a path)."""
+    import json
+
+    import pytest
+    from ansible.module_utils.testing import patch_module_args
+
+    from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
+
+    monkeypatch.setattr(_host_paths, "JOURNAL", str(tmp_path / "journal.jsonl"))
+    args = {"host": "web1", "sources": [], "trial": False, "recover": False, "_ansible_check_mode": True}
+    with patch_module_args(args), pytest.raises(SystemExit):
+        module_under_test.main()
+    result = json.loads(capsys.readouterr().out)
+    assert not result.get("failed"), result.get("msg")
+    assert result["errors"] == [] and result["host_paths"] == _host_paths.for_roles()
+    assert result["host_paths"]["metrics_collector"] == _host_paths.METRICS_COLLECTOR
