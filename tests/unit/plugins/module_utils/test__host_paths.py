@@ -81,9 +81,9 @@ def test_the_installed_persist_helper_names_the_same_places_without_the_collecti
 
 
 def test_the_metrics_collector_finds_its_paths_beside_it_without_the_collection(tmp_path):
-    """The role copies _metrics.py with _procfs.py and _host_paths.py (ramdisk/vars __ramdisk_metrics_sources)."""
+    """The role copies _metrics.py with the files it imports (ramdisk/vars __ramdisk_metrics_sources)."""
     here = os.path.join(REPO, "plugins", "module_utils")
-    for name in ("_metrics.py", "_procfs.py", "_host_paths.py"):
+    for name in _vars("ramdisk")["__ramdisk_metrics_sources"]:
         shutil.copy(os.path.join(here, name), str(tmp_path / name))
     shown = subprocess.run(
         [sys.executable, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import _metrics, json; "
