@@ -28,22 +28,45 @@ def _changed(run):
         return True
 
 
+def _refusal(host, run):
+    """Why the executor refuses RUN's steps on this host (a missing owner, a backing or unit it cannot take),
+    or None: a failure of another kind is left for ramdisk_apply to say."""
+    try:
+        run()
+    except ApplyError as exc:
+        return str(exc)
+    except StepError as exc:
+        return "Host %s: %s" % (host, exc)
+    except (OSError, KeyError, ValueError):
+        return None
+    return None
+
+
 def mark_todo(plan, ex, zram_settings, vendor_tmp):
     """Set `todo` on PLAN's persisted tmpfs and ramfs mounts, on its zram devices (zram, zram_swap) and on its brd
     plan (PLAN: ramdisk_plan's result; EX: an executor in check mode). A zram or brd file system whose mount is
-    persisted counts as work to do.
+    persisted counts as work to do; its mount is carried out apart from its device, so its steps are built here
+    too, and what the executor refuses there is a plan error (PLAN's errors), before the first change.
     Returns whether anything has work."""
     journal = Journal()  # check mode neither opens nor writes it
     for entry in (plan.get("tmpfs") or []) + (plan.get("ramfs") or []):
         if entry.get("persist") and entry.get("todo", True):
             entry["todo"] = _changed(lambda entry=entry: apply(mount_items([entry], vendor_tmp, ex.systemd), ex,
                                                                journal, "plan"))
+    brd = plan.get("brd") or {}
+    persisted = [entry["mount"] for entry in (plan.get("zram") or []) + (plan.get("zram_swap") or [])
+                 if (entry.get("mount") or {}).get("persist")]
+    persisted += [mount for mount in brd.get("mounts") or [] if mount.get("persist")]
+    for mount in persisted:
+        problem = _refusal(ex.host, lambda mount=mount: apply(mount_items([mount], vendor_tmp, ex.systemd), ex,
+                                                              journal, "plan"))
+        if problem is not None and problem not in plan.setdefault("errors", []):
+            plan["errors"].append(problem)
     for entry in (plan.get("zram") or []) + (plan.get("zram_swap") or []):
         if (entry.get("mount") or {}).get("persist"):
             entry["todo"] = True  # the zram role hands its mount to the mount role, which decides on it
         else:
             entry["todo"] = _changed(lambda entry=entry: apply_zram([entry], ex, journal, "plan", zram_settings))
-    brd = plan.get("brd") or {}
     if brd:
         # A persisted disk's mount is the mount role's to decide on, as for zram.
         brd["todo"] = any(mount.get("persist") for mount in brd.get("mounts") or []) or _changed(

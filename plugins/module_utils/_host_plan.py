@@ -516,11 +516,9 @@ def plan_host(request, facts, view, host="localhost"):
         if plan:
             errors.extend(error for error in plan["errors"] if error not in errors)
     result = _check_on_host(host, errors, warnings, facts, view, records, kept, policy, backends, tmpfs, ramfs, zram,
-                            swap, brd)
-    devices = [device for device in zram["devices"] + swap["devices"] if device.get("state") == "present"]
-    result["errors"].extend(zram_support_errors(host, devices, facts))
-    result["errors"].extend(generator_errors(host, devices, view, request.get("zram_persistence") or "units"))
-    result["warnings"].extend(zswap_warnings(host, devices, view))
+                            swap, brd, backends["brd"])
+    _zram_host_checks(result, host, zram["devices"] + swap["devices"], facts, view,
+                      request.get("zram_persistence") or "units")
     return result
 
 
@@ -575,10 +573,31 @@ def _without(sources, refused):
              if isinstance(value, (list, tuple)) else value) for name, value in sources]
 
 
+def _labelled(name, value):
+    """VALUE's mappings, each with its label (NAME[index]) where it has none: an entry refused and left out of the
+    list must not shift the index that later messages give the others."""
+    if not isinstance(value, (list, tuple)):
+        return value
+    return [dict(item, label="%s[%d]" % (name, index)) if isinstance(item, dict) and not item.get("label") else item
+            for index, item in enumerate(value)]
+
+
+def _brd_request(given):
+    """The brd role's request as it plans it: brd_count as a number where it came as one in a string
+    (ansible-core 2.17 and 2.18, and -e, hand a number on as a string)."""
+    request = dict(given)
+    count = request.get("count")
+    if isinstance(count, str) and count.strip().isdigit():
+        request["count"] = int(count.strip())
+    return request
+
+
 def _plan_backends(request, facts, view, host):
-    """A backend role used on its own (tmpfs, ramfs): its lists, planned and checked on the host the same way,
-    without the policy layer (no purposes, no budget). BACKEND_REQUESTS: {tmpfs_mounts, tmpfs_defaults,
-    ramfs_mounts, ramfs_defaults}."""
+    """A backend role used on its own: its lists, planned and checked on the host the same way as the policy's
+    entries, without the policy layer (no purposes, no budget). BACKEND_REQUESTS: tmpfs_mounts, tmpfs_defaults
+    (the tmpfs role), ramfs_mounts, ramfs_defaults (the ramfs role), zram_devices (the zram role, with the
+    request's swap_defaults and swap_allow_fallback as its zram_device_defaults and
+    zram_allow_algorithm_fallback), brd ({state, count, size, mounts}) and brd_defaults (the brd role)."""
     given = request.get("backend_requests") or {}
     errors = []
     timeout = request.get("scan_timeout", 10)
@@ -586,7 +605,17 @@ def _plan_backends(request, facts, view, host):
         errors.append("Host %s: the scan timeout is %s: not a number of seconds. Use e.g. 10."
                       % (host, show(request.get("scan_timeout"))))
     sources = [(name, given.get(name)) for name in ("tmpfs_mounts", "ramfs_mounts") if given.get(name) is not None]
-    refused_paths, refused = path_errors(host, sources, (), view)
+    zram_given = _labelled("zram_devices", given.get("zram_devices"))
+    brd_given = given.get("brd")
+    if brd_given is not None and not isinstance(brd_given, dict):
+        errors.append("Host %s: the brd request is %s: not a mapping of state, count, size and mounts."
+                      % (host, show(brd_given)))
+        brd_given = None
+    brd_given = _brd_request(brd_given) if brd_given is not None else None
+    brd_mounts = _labelled("brd_mounts", brd_given.get("mounts")) if brd_given is not None else None
+    if brd_given is not None:
+        sources.append(("brd_mounts", brd_mounts))
+    refused_paths, refused = path_errors(host, sources, zram_given, view)
     errors.extend(refused_paths)
     records = view.records()
     clean = dict(_without(sources, refused))
@@ -604,16 +633,38 @@ def _plan_backends(request, facts, view, host):
                        defaults=given.get("tmpfs_defaults") or {})
     ramfs = plan_ramfs(with_kept(clean.get("ramfs_mounts") or []), facts, host=host, var_name="ramfs_mounts",
                        defaults=given.get("ramfs_defaults") or {})
-    for plan in (tmpfs, ramfs):
-        errors.extend(error for error in plan["errors"] if error not in errors)
+    zram_defaults = request.get("swap_defaults") or {}
+    if not isinstance(zram_defaults, dict):
+        errors.append("Host %s: zram_device_defaults is %s: not a mapping. Give the defaults as a mapping, e.g. "
+                      "{algorithm: zstd}." % (host, show(zram_defaults)))
+        zram_defaults = {}
+    zram = plan_zram([item for index, item in enumerate(zram_given) if "zram_devices[%d]" % index not in refused]
+                     if isinstance(zram_given, (list, tuple)) else zram_given, facts, host=host,
+                     var_name="zram_devices",
+                     defaults=dict(zram_defaults, allow_algorithm_fallback=bool(request.get("swap_allow_fallback"))))
+    brd = plan_brd(dict(brd_given, mounts=clean.get("brd_mounts")), facts, host=host,
+                   defaults=given.get("brd_defaults") or {}) if brd_given is not None else None
+    for plan in (tmpfs, ramfs, zram, brd):
+        if plan:
+            errors.extend(error for error in plan["errors"] if error not in errors)
     policy = {"entries": [], "budget": None, "gates": [], "warnings": []}
     backends = {"tmpfs_mounts": [], "ramfs_mounts": [], "zram_devices": [], "brd": None}
-    return _check_on_host(host, errors, [], facts, view, records, kept, policy, backends, tmpfs, ramfs,
-                          {"devices": []}, {"devices": []}, None)
+    result = _check_on_host(host, errors, [], facts, view, records, kept, policy, backends, tmpfs, ramfs, zram,
+                            {"devices": []}, brd, brd_given)
+    _zram_host_checks(result, host, zram["devices"], facts, view, request.get("zram_persistence") or "units")
+    return result
+
+
+def _zram_host_checks(result, host, devices, facts, view, persistence):
+    """What zram needs of the host (the module, zram-generator), and zswap in front of zram swap."""
+    devices = [device for device in devices if device.get("state") == "present"]
+    result["errors"].extend(zram_support_errors(host, devices, facts))
+    result["errors"].extend(generator_errors(host, devices, view, persistence))
+    result["warnings"].extend(zswap_warnings(host, devices, view))
 
 
 def _check_on_host(host, errors, warnings, facts, view, records, kept, policy, backends, tmpfs, ramfs, zram, swap,
-                   brd):
+                   brd, brd_request):
     """What the host says about the planned mounts, then the trials; the result plan_host() returns."""
     zram_mounts = [device["mount"] for device in zram["devices"] + swap["devices"] if device.get("mount")]
     mounts = tmpfs["mounts"] + ramfs["mounts"] + zram_mounts + (brd["mounts"] if brd else [])
@@ -663,7 +714,7 @@ def _check_on_host(host, errors, warnings, facts, view, records, kept, policy, b
                    for device in zram["devices"] + swap["devices"]
                    if device.get("mount") and device["state"] == "present"]
         if brd and (brd.get("module") or {}).get("rd_size_kib"):
-            devices += [(mount["label"], mount["fstype"], backends["brd"].get("size"),
+            devices += [(mount["label"], mount["fstype"], brd_request.get("size"),
                          brd["module"]["rd_size_kib"] * 1024, mount.get("mkfs_options") or [])
                         for mount in brd["mounts"] if mount["state"] == "mounted"]
         errors.extend(mkfs_errors(host, devices, view))

@@ -86,7 +86,7 @@ options:
     default: false
   brd:
     description:
-      - The brd role's plan (C(module) and C(mounts), as the C(ramdisk.provision.brd_plan) filter gives them). A
+      - The brd role's plan (C(module) and C(mounts), as M(ramdisk.provision.ramdisk_plan) returns them in C(brd)). A
         mount with persist gets only its C(mkfs) here; RV(brd) returns its mount, for the mount role.
     type: dict
     default: {}

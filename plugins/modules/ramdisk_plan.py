@@ -68,7 +68,7 @@ options:
     description: The zram role's C(zram_devices) set up beside the policy; checked, and counted in the budget.
     type: raw
   swap_defaults:
-    description: C(zram_device_defaults), under each of O(swap_devices).
+    description: C(zram_device_defaults), under each of O(swap_devices) and of C(zram_devices) in O(backend_requests).
     type: raw
   swap_allow_fallback:
     description: C(zram_allow_algorithm_fallback).
@@ -92,7 +92,10 @@ options:
   backend_requests:
     description:
       - For a backend role used on its own, its lists instead of a policy, with C(tmpfs_mounts) and
-        C(tmpfs_defaults) (the tmpfs role), C(ramfs_mounts) and C(ramfs_defaults) (the ramfs role).
+        C(tmpfs_defaults) (the tmpfs role), C(ramfs_mounts) and C(ramfs_defaults) (the ramfs role),
+        C(zram_devices) (the zram role; its C(zram_device_defaults) and C(zram_allow_algorithm_fallback) come as
+        O(swap_defaults) and O(swap_allow_fallback)), C(brd) (the brd role's C(state), C(count), C(size) and
+        C(mounts)) and C(brd_defaults) (its C(brd_mount_defaults)).
       - They are planned and checked on the host as the policy's entries are, without purposes or the RAM budget.
         O(sources) and the other policy options are then not used.
     type: dict
@@ -206,7 +209,7 @@ todo:
   type: bool
   sample: false
 zram:
-  description: The zram devices of the policy (file systems), for the zram role.
+  description: The zram devices of the policy (file systems), or C(zram_devices) of O(backend_requests), for the zram role.
   returned: always
   type: list
   elements: dict
@@ -223,7 +226,7 @@ zram_known:
   type: dict
   sample: {"swap": "zram0"}
 brd:
-  description: The brd plan (module action and mounts), empty when the policy has no brd entry.
+  description: The brd plan (module action and mounts), empty when the policy has no brd entry and O(backend_requests) no C(brd).
   returned: always
   type: dict
   sample: {}
@@ -519,7 +522,9 @@ def _paths(sources, swap_devices, backend_requests=None):
     out = [TMP]
     values = [value for source in sources or () if isinstance(source, dict) for value in [source.get("value")]]
     values.append(swap_devices)
-    values.extend((backend_requests or {}).get(name) for name in ("tmpfs_mounts", "ramfs_mounts"))
+    given = backend_requests if isinstance(backend_requests, dict) else {}
+    values.extend(given.get(name) for name in ("tmpfs_mounts", "ramfs_mounts", "zram_devices"))
+    values.append(given["brd"].get("mounts") if isinstance(given.get("brd"), dict) else None)
     for value in values:
         if not isinstance(value, (list, tuple)):
             continue

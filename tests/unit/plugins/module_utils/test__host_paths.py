@@ -41,12 +41,6 @@ def test_the_ramdisk_role_reads_only_the_host_paths_the_plan_returns():
     assert all(value.startswith("/") for value in paths.for_roles().values())
 
 
-def test_the_zram_role_names_the_same_paths():
-    names = _vars("zram")
-    assert names["__zram_conf_dir"] == paths.ZRAM_RECORD_DIR
-    assert names["__zram_journal"] == paths.JOURNAL
-
-
 def test_the_journal_and_records_live_where_a_reboot_keeps_them_and_the_lock_where_it_does_not():
     assert paths.JOURNAL.startswith("/var/lib/") and paths.RECORD_DIR.startswith("/etc/")
     assert paths.LOCK.startswith("/run/") and paths.NEW_ROOT.startswith("/run/")

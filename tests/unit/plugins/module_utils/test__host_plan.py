@@ -702,3 +702,101 @@ def test_the_plan_alone_never_reads_a_backing_of_the_machine_it_runs_on(monkeypa
     known = plan_tmpfs([entry], dict(_booted_empty(), backings={backing: {"current": False}}), host="h1",
                        var_name="tmpfs_mounts")
     assert known["mounts"][0]["refill"] is True and known["mounts"][0]["action"] == "migrate"
+
+
+def door(backend_requests, view=None, host_facts=None, **extra):
+    """A backend role used on its own (the zram or brd role), planned on the host."""
+    brd = backend_requests.get("brd")
+    lists = [backend_requests.get("zram_devices"), brd.get("mounts") if isinstance(brd, dict) else None]
+    return hp.plan_host(dict({"backend_requests": backend_requests, "scan_timeout": 10}, **extra),
+                        looked_at(host_facts or facts(), *[items for items in lists if isinstance(items, list)]),
+                        view or FakeView(), host="h1")
+
+
+def test_the_zram_role_on_its_own_is_planned_on_the_host():
+    devices = [{"name": "swap", "use": "swap", "size": "1G"},
+               {"name": "build", "use": "filesystem", "size": "64M", "path": "/srv/build", "owner": "postgres"}]
+    result = door({"zram_devices": devices}, swap_defaults={"priority": 50})
+    assert result["errors"] == []
+    assert [(device["name"], device["label"]) for device in result["zram"]] == [
+        ("swap", "zram_devices[0]"), ("build", "zram_devices[1]")]
+    assert result["zram"][0]["priority"] == 50 and result["zram"][1]["mount"]["path"] == "/srv/build"
+    assert result["zram_known"] == {} and result["tmpfs"] == [] and result["brd"] == {}
+
+
+def test_the_zram_door_refuses_what_the_zram_preflight_refused_with_host_variable_value_and_fix():
+    """Every refusal the zram role's YAML preflight gave, now given by the host's plan (the same sentences)."""
+    host = facts()
+    host["support"].update(zram=False, kernel="6.1.0-test", container=None)
+    swap = {"name": "swap", "use": "swap", "size": "1G", "mem_limit": "512M"}
+    errors = door({"zram_devices": [swap]}, host_facts=host, view=FakeView(systemd=False),
+                  zram_persistence="generator")["errors"]
+    assert errors == [
+        "Host h1: zram_devices asks for zram, but zram cannot work here: no /sys/class/zram-control and no zram module "
+        "for kernel 6.1.0-test. Load the zram module (modprobe zram), or leave zram_devices empty for this host.",
+        "Host h1: zram_persistence is generator, but zram-generator is not installed (no %s). Install the Debian "
+        "package systemd-zram-generator, or set zram_persistence: units (the default)." % " or ".join(
+            hp.ZRAM_GENERATORS),
+        "Host h1: zram_persistence is generator, but the service manager is sysvinit; zram-generator needs systemd. "
+        "Set zram_persistence: units.",
+        "Host h1: zram_devices[0].mem_limit is set, but zram_persistence is generator and zram-generator 1.1 "
+        "(Debian 12) has no memory limit, so it would not come back at boot. Remove mem_limit from this entry, or set "
+        "zram_persistence: units."]
+    warned = door({"zram_devices": [dict(swap, mem_limit=None)]},
+                  view=FakeView(files={"/sys/module/zswap/parameters/enabled": "Y\n"}))
+    assert warned["errors"] == [] and any("zswap on as well as zram swap" in text for text in warned["warnings"])
+
+
+def test_a_refused_zram_path_keeps_the_other_entries_labels():
+    """A path through a link is refused on the host (the controller's filter never looked); the entry after it
+    is still named by its own place in zram_devices."""
+    devices = [{"name": "a", "use": "filesystem", "size": "64M", "path": "/srv/link/a"},
+               {"name": "b", "use": "filesystem", "size": "64M", "path": "/srv/b", "owner": "nobody-here"}]
+    errors = door({"zram_devices": devices}, view=FakeView(links={"/srv/link": "/etc"}))["errors"]
+    assert any(error.startswith("Host h1: zram_devices[0].path is '/srv/link/a': a symlink on this host")
+               for error in errors), errors
+    assert any("zram_devices[1].owner" in error for error in errors), errors
+    assert not any("zram_devices[0].owner" in error for error in errors), errors
+
+
+@pytest.mark.parametrize("bad, phrase", [
+    ("not a list", "zram_devices is 'not a list': not a list"),
+    ([{"name": "x", "use": "swap", "size": "1G", "colour": "red"}], "zram_devices[0].colour is 'red': an unknown key"),
+    ([{"name": "x", "use": "swap", "size": "1G", "algorithm": "nope"}], "zram_devices[0].algorithm"),
+])
+def test_the_zram_door_refuses_bad_entries(bad, phrase):
+    errors = door({"zram_devices": bad})["errors"]
+    assert any(phrase in error for error in errors), errors
+
+
+def test_zram_device_defaults_that_are_not_a_mapping_are_refused():
+    errors = door({"zram_devices": [{"name": "x", "use": "swap", "size": "1G"}]}, swap_defaults="zstd")["errors"]
+    assert errors == ["Host h1: zram_device_defaults is 'zstd': not a mapping. Give the defaults as a mapping, e.g. "
+                      "{algorithm: zstd}."]
+
+
+def _brd_host():
+    host = facts()
+    host["support"].update(brd=True, kernel="6.1.0-test")
+    return host
+
+
+def test_the_brd_role_on_its_own_is_planned_on_the_host_with_its_count_as_a_number():
+    """ansible-core 2.17 and 2.18 (and -e) hand brd_count on as the string "2": the host's plan reads it as 2."""
+    result = door({"brd": {"state": "present", "count": "2", "size": "64M",
+                           "mounts": [{"disk": 1, "path": "/srv/scratch"}]}}, host_facts=_brd_host())
+    assert result["errors"] == []
+    assert (result["brd"]["module"]["rd_nr"], result["brd"]["module"]["action"]) == (2, "load")
+    assert [(mount["src"], mount["label"]) for mount in result["brd"]["mounts"]] == [("/dev/ram1", "brd_mounts[0]")]
+
+
+def test_the_brd_door_refuses_what_the_brd_preflight_refused():
+    result = door({"brd": {"state": "present", "count": "many", "size": "64M",
+                           "mounts": [{"disk": 0, "path": "/srv/link/x"}]}},
+                  host_facts=facts(), view=FakeView(links={"/srv/link": "/etc"}))
+    errors = result["errors"]
+    assert any("brd_count is 'many': not a number of disks" in error for error in errors), errors
+    assert any("brd cannot load on this host" in error for error in errors), errors
+    assert any(error.startswith("Host h1: brd_mounts[0].path is '/srv/link/x': a symlink") for error in errors), errors
+    assert door({"brd": "yes"})["errors"] == [
+        "Host h1: the brd request is 'yes': not a mapping of state, count, size and mounts."]

@@ -574,3 +574,19 @@ def test_a_persist_unit_is_enabled_before_a_boot_can_mount_the_path(persist_host
                 got.index("systemctl_start start"), got
         else:
             assert got.index("systemctl enable") < got.index("sync") < got.index("verify"), got
+
+
+@pytest.mark.parametrize("backend", ["zram", "brd"])
+def test_a_persisted_zram_or_brd_mount_the_executor_refuses_is_a_plan_error(persist_host, backend):
+    """Its mount is carried out apart from its device (after it, or before it goes), so the plan builds its steps
+    too: a refusal there stops the run before the first change, not after other backends changed the host."""
+    backing = persist_host / "backing"
+    os.makedirs(backing)
+    (backing / "notes.txt").write_text("mine")
+    mount = persisted(backing)
+    plan = {"tmpfs": [], "ramfs": [], "errors": [],
+            "zram": [{"name": "z", "mount": mount}] if backend == "zram" else [],
+            "brd": {"module": {"action": "ok"}, "mounts": [mount]} if backend == "brd" else {}}
+    mark_todo(plan, checking({}), {}, False)
+    assert len(plan["errors"]) == 1 and "cannot be carried out" in plan["errors"][0], plan["errors"]
+    assert "notes.txt" in plan["errors"][0]
