@@ -98,6 +98,8 @@ KILL_SIGNAL_ENV = "PERSIST_DELTA_KILL_SIGNAL"
 COPY_CHUNK = 1024 * 1024
 RECORD_FORMAT = 2
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# A file system's own directory in its root (ext4, and xfs after xfs_repair): a restore into a fresh one finds it.
+SPARE = "lost+found"
 _KINDS = ((stat.S_ISREG, "f"), (stat.S_ISDIR, "d"), (stat.S_ISLNK, "l"), (stat.S_ISCHR, "c"),
           (stat.S_ISBLK, "b"), (stat.S_ISFIFO, "p"), (stat.S_ISSOCK, "s"))
 # An entry swapped for another kind between its stat and its open (a local user's race): looked at again.
@@ -224,6 +226,13 @@ def _lexists_at(dir_fd, name):
     except FileNotFoundError:
         return False
     return True
+
+
+def _is_dir_at(dir_fd, name):
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def remove_at(dir_fd, name):
@@ -650,6 +659,19 @@ class Copier:
         if self.dev is None:
             self.dev = st.st_dev
         for name in sorted(os.listdir(src_fd)):
+            if name == SPARE and metas is None and _is_dir_at(dst_fd, name) and _is_dir_at(src_fd, name):
+                # DST is a file system made anew (a zram or brd mount at boot) whose root holds its own empty
+                # lost+found: the copy's goes into it, with its attributes, rather than beside it.
+                # What a restore cut short left in it (the only writer of a fresh one) makes way for the copy.
+                spare_src, spare_dst = _open_dir_at(src_fd, name), _open_dir_at(dst_fd, name)
+                try:
+                    for leftover in os.listdir(spare_dst):
+                        remove_at(spare_dst, leftover)
+                    self.copy_contents(spare_src, spare_dst, None)
+                finally:
+                    os.close(spare_src)
+                    os.close(spare_dst)
+                continue
             self.copy_at(src_fd, name, dst_fd, name, name, metas, dst_fd, name)
         meta = _meta(st, _xattrs(src_fd), "")
         set_attrs_fd(dst_fd, meta)
