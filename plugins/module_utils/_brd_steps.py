@@ -11,7 +11,7 @@ per run:
   module loaded as asked, only those files, when they differ.
 - each disk with state mounted: mkfs (a disk brd just made, or one without a file system of the wanted type),
   then the mount's own steps as _mount_txn.build_mount() makes them (mount or migrate, root, fstab, record).
-  A mount with persist gets only its mkfs here: its mount goes through the mount role.
+  A mount with persist gets only its mkfs here: ramdisk_apply carries out its mount as a mount of its own.
 - state absent: first each disk's unmount transaction, then the module's: brd_unload (the pivot) and the boot
   files removed (also when brd is not loaded now).
 
@@ -188,7 +188,7 @@ def _mount_steps(mount, ex, fresh):
             steps.append({"step": "mkfs", "args": {"device": device, "fstype": mount["fstype"],
                                                    "options": list(mount.get("mkfs_options") or [])}})
     if mount.get("persist"):
-        return steps, None, mount  # its mount has a task tree of its own in the mount role
+        return steps, None, mount  # ramdisk_apply makes it a mount of its own, after brd's transactions
     mount_steps, mount_pivot = build_mount(mount_item(mount, False, ex.systemd), ex.systemd)
     pivot = None if mount_pivot is None else len(steps) + mount_pivot
     return steps + mount_steps, pivot, None
@@ -196,7 +196,7 @@ def _mount_steps(mount, ex, fresh):
 
 def build_brd(plan, ex):
     """The transactions of PLAN (plan_brd()'s module and mounts), in their order, as [(what, steps, pivot)] from what
-    the host holds now. WHAT: {what, path, action, reason, mount (with persist: the mount the mount role makes)}.
+    the host holds now. WHAT: {what, path, action, reason, mount (with persist: the mount ramdisk_apply makes after brd's transactions)}.
     With the module's state absent the mounts go first, then the module."""
     module = plan.get("module") or {}
     mounts = plan.get("mounts") or []

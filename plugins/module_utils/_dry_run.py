@@ -64,11 +64,11 @@ def mark_todo(plan, ex, zram_settings, vendor_tmp):
             plan["errors"].append(problem)
     for entry in (plan.get("zram") or []) + (plan.get("zram_swap") or []):
         if (entry.get("mount") or {}).get("persist"):
-            entry["todo"] = True  # the zram role hands its mount to the mount role, which decides on it
+            entry["todo"] = True  # its mount's units and backing are checked by ramdisk_apply on every run
         else:
             entry["todo"] = _changed(lambda entry=entry: apply_zram([entry], ex, journal, "plan", zram_settings))
     if brd:
-        # A persisted disk's mount is the mount role's to decide on, as for zram.
+        # A persisted disk's mount is checked by ramdisk_apply on every run, as for zram.
         brd["todo"] = any(mount.get("persist") for mount in brd.get("mounts") or []) or _changed(
             lambda: apply_brd(brd, ex, journal, "plan"))
     mounts = (plan.get("tmpfs") or []) + (plan.get("ramfs") or [])

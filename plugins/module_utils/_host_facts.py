@@ -297,8 +297,9 @@ def support_facts(filesystems, release, container, zram_devices=(), config=None,
     """What the kernel offers. CONFIG: kernel_config(); CRYPTO_TEXT: /proc/crypto (both read here when None);
     PROBE: probe_tmpfs_flag, or None not to ask the kernel."""
     modules_disabled = (_read("/proc/sys/kernel/modules_disabled", "0") or "0").strip() == "1"
+    zram_loaded = os.path.exists(_host_paths.ZRAM_CONTROL)
     zram = bool(
-        os.path.exists(_host_paths.ZRAM_CONTROL)
+        zram_loaded
         or zram_devices
         or os.path.exists("/sys/module/zram")
         or (not modules_disabled and _module_present(release, ("zram",)))
@@ -321,6 +322,8 @@ def support_facts(filesystems, release, container, zram_devices=(), config=None,
         "tmpfs": "tmpfs" in filesystems,
         "ramfs": "ramfs" in filesystems,
         "zram": zram,
+        # zram is there now (built in, or its module loaded): no modprobe first.
+        "zram_loaded": zram_loaded,
         "brd": brd,
         "zram_algorithms": algorithms,
         # What zram takes here even with no device yet, and what says so ([] and None where nothing can tell).

@@ -97,6 +97,9 @@ def for_roles():
         "metrics_peak": METRICS_PEAK,
         "status_command": STATUS_COMMAND,
         "unit_dir": UNIT_DIR,
+        # Where the roles have modules unpack (TMPDIR) while a run mounts over /tmp: the parent of RUN_DIR, root's
+        # own on every host, and never a mount of ours (the plan refuses a mount at /run itself).
+        "module_tmpdir": RUN_DIR.rsplit("/", 1)[0],
     }
 
 

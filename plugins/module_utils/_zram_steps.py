@@ -10,7 +10,8 @@ One transaction per zram_devices entry, run by _transaction.Transaction under th
 - a file system entry: zram_add, zram_set, mkfs, then the mount's own steps as _mount_txn.build_mount() makes them for
   the path (mount or migrate, root, fstab, record, tmpfiles; the pivot is the mount, or the move of a migrate),
   then the zram files. One transaction: a failure or a kill anywhere leaves neither a device nor a mount.
-  An entry with persist keeps its mount in the mount role (its task tree of its own); here only the device.
+  An entry with persist gets only its device here: ramdisk_apply carries out its mount as a mount of its own
+  (written back and unmounted before the device goes, mounted after it is made).
 - an absent entry: swapoff or the mount's unmount (the pivot), the fstab line, the unit, the files, then the device.
 
 The pivot is the last live step, and every file step comes after it: a run that died before it is rolled back
@@ -462,7 +463,7 @@ def build_zram(entry, ex, settings, taken):
     host holds now. SETTINGS: known ({entry name: zramN} from the records), persistence (units or generator),
     allow_swap_cycle, allow_algorithm_fallback, vendor_tmp. TAKEN: device names this run gave out already (check
     mode makes none). INFO: name, use, state, device, action, reboot_required, reason, mount (with persist: the
-    mount the mount role makes)."""
+    mount ramdisk_apply makes after the device)."""
     kernel = ex.kernel
     name = entry["name"]
     known = (settings.get("known") or {}).get(name)

@@ -62,8 +62,8 @@ options:
   zram_devices:
     description:
       - The zram devices as the zram role's plan (or M(ramdisk.provision.ramdisk_plan)'s C(zram) and C(zram_swap))
-        gives them. A file system entry with persist gets only its device here; RV(zram) returns its mount, for the
-        mount role.
+        gives them. A file system entry with persist is a mount of its own, written back and unmounted before its
+        device goes, mounted and restored after its device is made, each as one more transaction of this run.
     type: list
     elements: dict
     default: []
@@ -87,7 +87,7 @@ options:
   brd:
     description:
       - The brd role's plan (C(module) and C(mounts), as M(ramdisk.provision.ramdisk_plan) returns them in C(brd)). A
-        mount with persist gets only its C(mkfs) here; RV(brd) returns its mount, for the mount role.
+        mount with persist gets its C(mkfs) with brd's transactions and is a mount of its own, as for zram.
     type: dict
     default: {}
   lock_timeout:
@@ -171,7 +171,8 @@ zram:
 brd:
   description:
     - For each brd transaction in its order (the module, each disk), what it is, the plan's action and reason, the
-      steps this run took (or would take), and C(mount), a persisted disk's mount for the mount role (else null).
+      steps this run took (or would take), and C(mount), a persisted disk's mount (else null), carried out after
+      brd's transactions; RV(mounts) has its steps.
   returned: always
   type: list
   elements: dict
@@ -255,6 +256,26 @@ def _brd_as_found_before(plan, records):
     return dict(plan, mounts=_as_found_before(plan["mounts"], records))
 
 
+def _persisted_first(zram_devices, known, brd_plan):
+    """The persisted zram and brd file systems that go before their device: written back to their backing and
+    unmounted first, as one more mount of the run, and brd's PLAN without them. A device that goes drops its
+    data, so its mount has to be gone (and written back) before it."""
+    first = [dict(device["mount"], src="/dev/%s" % ((known or {}).get(device["name"]) or "none"))
+             for device in zram_devices or () if isinstance(device, dict) and device.get("state") == "absent"
+             and (device.get("mount") or {}).get("persist")]
+    if (brd_plan.get("module") or {}).get("state") == "absent" and brd_plan.get("mounts"):
+        first += [mount for mount in brd_plan["mounts"] if mount.get("persist")]
+        brd_plan = dict(brd_plan, mounts=[mount for mount in brd_plan["mounts"] if not mount.get("persist")])
+    return first, brd_plan
+
+
+def _persisted_after(zram, brd):
+    """The persisted zram and brd file systems whose device this run has made (or kept): mounted, restored from
+    their backing and given their units after it, each as its own transaction (ZRAM, BRD: what apply_zram and
+    apply_brd returned, whose `mount` is such a mount with its device as src)."""
+    return [info["mount"] for info in list(zram) + list(brd) if info.get("mount")]
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -302,6 +323,10 @@ def _main(module):
                      "allow_algorithm_fallback": module.params["zram_allow_algorithm_fallback"],
                      "vendor_tmp": vendor_tmp, "mem_available_bytes": mem_available()}
 
+    # A persisted zram or brd file system is a mount of its own, carried out as the tmpfs ones are: before its
+    # device goes, or after it is made.
+    first, brd_plan = _persisted_first(module.params["zram_devices"], module.params["zram_known"], brd_plan)
+
     def zram_out(found):
         return [dict(info, report=report_line(info, systemd)) for info in found]
 
@@ -309,9 +334,11 @@ def _main(module):
         try:
             records = planned_records(journal.read())
             recovered = recover(executor, journal)
-            done = apply(mount_items(_as_found_before(entries, records), vendor_tmp, systemd), executor, journal, run)
+            done = apply(mount_items(_as_found_before(entries + first, records), vendor_tmp, systemd), executor,
+                         journal, run)
             zram = apply_zram(module.params["zram_devices"], executor, journal, run, zram_settings)
             brd = apply_brd(_brd_as_found_before(brd_plan, records), executor, journal, run)
+            done += apply(mount_items(_persisted_after(zram, brd), vendor_tmp, systemd), executor, journal, run)
         except (ApplyError, JournalError, StepError) as exc:
             module.fail_json(msg=str(exc) if isinstance(exc, ApplyError) else "Host %s: %s" % (host, exc))
         for warning in executor.warnings:
@@ -330,8 +357,8 @@ def _main(module):
     try:
         records = planned_records(journal.read())
         recovered = recover(executor, journal)
-        items = mount_items(_as_found_before(entries, records), vendor_tmp, systemd)
-        stale = _stale(host, entries + list(brd_plan.get("mounts") or []))
+        items = mount_items(_as_found_before(entries + first, records), vendor_tmp, systemd)
+        stale = _stale(host, entries + first + list(brd_plan.get("mounts") or []))
         if stale:
             module.fail_json(msg="Host %s: the host changed after this run planned it, so this run changed nothing "
                                  "(%s). %s Run again: the next run plans from what is there now."
@@ -342,6 +369,9 @@ def _main(module):
         done = apply(items, executor, journal, run)
         zram = apply_zram(module.params["zram_devices"], executor, journal, run, zram_settings)
         brd = apply_brd(_brd_as_found_before(brd_plan, records), executor, journal, run)
+        after = mount_items(_persisted_after(zram, brd), vendor_tmp, systemd)
+        done += apply(after, executor, journal, run)
+        items += after
     except (ApplyError, JournalError) as exc:
         module.fail_json(msg=str(exc) if isinstance(exc, ApplyError) else "Host %s: %s" % (host, exc))
     except StepError as exc:

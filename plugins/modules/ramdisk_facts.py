@@ -215,6 +215,8 @@ ansible_facts:
         support:
           description:
             - What the kernel offers now. Loadable modules count unless module loading is disabled.
+            - C(zram_loaded) is whether zram is there now (its control files exist), so that no C(modprobe zram) is
+              needed; C(zram) is whether it is or can be loaded.
             - C(zram_algorithms) are those the first zram device offers; empty when there is no zram device.
             - C(tmpfs_quota) is whether tmpfs takes quotas (C(usrquota)); C(tmpfs_quota_from) says what told, the
               kernel's answer to an fsopen probe that mounts nothing, else its config, else its version.
@@ -226,6 +228,7 @@ ansible_facts:
             tmpfs: true
             ramfs: true
             zram: true
+            zram_loaded: true
             brd: false
             zram_algorithms: [lzo, lzo-rle, lz4, zstd]
             tmpfs_noswap: true

@@ -242,15 +242,17 @@ persist:
   type: dict
   sample: {}
 host_paths:
-  description: The host paths the roles' tasks and templates name (the metrics collector's files), from the
-    collection's one list of them, so that no role writes a path of its own.
+  description: The host paths the roles' tasks and templates name (the metrics collector's files, and
+    C(module_tmpdir), where modules unpack while a run mounts over /tmp), from the collection's one list of them,
+    so that no role writes a path of its own.
   returned: always
   type: dict
   sample: {"metrics_dir": "/usr/local/libexec/ramdisk-provision/metrics",
            "metrics_collector": "/usr/local/libexec/ramdisk-provision/metrics/_metrics.py",
            "metrics_config": "/etc/ramdisk-provision/metrics.json",
            "metrics_peak": "/var/lib/ramdisk-provision/metrics-peak.json",
-           "status_command": "/usr/local/sbin/ramdisk-status", "unit_dir": "/etc/systemd/system"}
+           "status_command": "/usr/local/sbin/ramdisk-status", "unit_dir": "/etc/systemd/system",
+           "module_tmpdir": "/run"}
 ansible_facts:
   description: The facts read, as ramdisk.provision.ramdisk_facts returns them, and C(service_mgr) (C(systemd),
     or the name of PID 1), so the roles need no second facts gathering to learn it.

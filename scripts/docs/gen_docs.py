@@ -312,6 +312,11 @@ def header(source):
 def common_sections(page, doc):
     if doc.get("version_added"):
         page.add("Added in version %s." % doc["version_added"], "")
+    deprecated = doc.get("deprecated")
+    if isinstance(deprecated, dict):
+        version = deprecated.get("removed_in") or deprecated.get("removed_at_date") or "a later release"
+        page.add("**Deprecated**, removed in %s: %s Instead: %s" % (
+            version, page.md(deprecated.get("why") or ""), page.md(deprecated.get("alternative") or "")), "")
     if doc.get("requirements"):
         page.add("## Requirements", "")
         page.add(*["- %s" % page.md(item) for item in doc["requirements"]])

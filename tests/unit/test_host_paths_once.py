@@ -20,16 +20,8 @@ DEFINED_IN = os.path.join("plugins", "module_utils", "_host_paths.py")
 DOC_NAMES = {"DOCUMENTATION", "EXAMPLES", "RETURN"}
 DESCRIPTION_KEYS = {"description", "short_description"}
 
-# Copies that another change removes: the lead rewrites these roles and site.yml in the same issue.
-# removed by issue 43 step 7-9
+# The deprecated mount role's own copies: they go with the role in 2.0.0.
 KNOWN_COPIES = {
-    ("roles/zram/vars/main.yml", "/etc/ramdisk-provision/zram"),
-    ("roles/zram/vars/main.yml", "/var/lib/ramdisk-provision/journal.jsonl"),
-    ("roles/zram/vars/main.yml", "/usr/lib/systemd/system-generators/zram-generator"),
-    ("roles/zram/vars/main.yml", "/lib/systemd/system-generators/zram-generator"),
-    ("roles/zram/tasks/main.yml", "/sys/class/zram-control"),
-    ("roles/zram/tasks/preflight.yml", "/sys/class/zram-control"),
-    ("roles/zram/tasks/preflight.yml", "/sys/module/zswap/parameters/enabled"),
     ("roles/mount/vars/main.yml", "/usr/lib/systemd/system/tmp.mount"),
     ("roles/mount/vars/main.yml", "/lib/systemd/system/tmp.mount"),
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from ramstate import findmnt, option
 
 MIB = 1024 * 1024
@@ -40,3 +41,19 @@ def test_zram_file_system_is_mounted(host):
     assert int(host.file("/sys/block/%s/disksize" % name).content_string) == 96 * MIB
     # ext4 keeps its journal and inode tables out of the size it reports.
     assert 80 * MIB <= int(mnt["size"]) <= 96 * MIB
+
+
+@pytest.mark.parametrize("path, source", [("/srv/brd-keep", "/dev/ram1"), ("/srv/zram-keep", "/dev/zram")])
+def test_a_persisted_brd_or_zram_file_system_keeps_its_data_across_the_reboot(host, path, source):
+    """Mounted over the directory it took in, its backing holding a copy; after the reboot, what was written into
+    RAM just before it (reboot.yml) is back: written back at shutdown, restored at boot after its device."""
+    mnt = findmnt(host, path)
+    assert mnt is not None and mnt["source"].startswith(source) and mnt["fstype"] == "ext4", mnt
+    assert option(mnt, "nosuid") and option(mnt, "nodev")
+    assert host.file(path + "/kept.txt").content_string == "kept on disk by persist\n"
+    backing = "/var/lib/ramdisk-test/" + path.rsplit("/", 1)[1]
+    assert host.file(backing + "/current/kept.txt").content_string == "kept on disk by persist\n"
+    written = host.file("/root/written-before-reboot")
+    if written.exists:  # after the side effect's reboot
+        assert host.file(path + "/written-before-reboot").content_string == written.content_string
+        assert written.content_string.strip() != host.file("/proc/sys/kernel/random/boot_id").content_string.strip()

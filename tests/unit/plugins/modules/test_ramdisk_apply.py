@@ -67,3 +67,46 @@ def test_a_program_that_is_not_there_is_an_exit_status_not_the_end_of_the_module
     rc, out, err = run([str(state / "libexec" / "persist"), "sync", "t0"])
     assert (rc, out) == (MISSING, "") and "libexec/persist: no such program on this host" in err
     assert run(["no-such-tool"])[0] == MISSING
+
+
+def _zram_fs(name, state, backing):
+    return {"name": name, "use": "filesystem", "state": state,
+            "mount": {"path": "/srv/%s" % name, "fstype": "ext4", "state": "mounted" if state == "present" else "absent",
+                      "persist": {"backing": backing}}}
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_persisted_zram_and_brd_mounts_go_before_their_device_and_come_after_it(state, capsys, monkeypatch, check):
+    """A persisted zram or brd file system is carried out by the same module run, in the order a device needs:
+    written back and unmounted before its device goes, mounted after its device is made (the mount role's three
+    task includes did this before, one module run each)."""
+    calls = []
+
+    def fake_apply(items, executor, journal, run):
+        calls.append(("mounts", [(item["path"], item.get("src")) for item in items]))
+        return [{"path": item["path"], "changed": True} for item in items]
+
+    def fake_zram(devices, executor, journal, run, settings):
+        calls.append(("zram", [device["name"] for device in devices]))
+        return [{"name": device["name"], "device": "zram3", "mount": dict(device["mount"], src="/dev/zram3")
+                 if device["state"] == "present" else None} for device in devices]
+
+    def fake_brd(plan, executor, journal, run):
+        calls.append(("brd", [mount["path"] for mount in plan.get("mounts") or []]))
+        return [{"what": "brd module", "mount": None}]
+
+    monkeypatch.setattr(module_under_test, "apply", fake_apply)
+    monkeypatch.setattr(module_under_test, "apply_zram", fake_zram)
+    monkeypatch.setattr(module_under_test, "apply_brd", fake_brd)
+    monkeypatch.setattr(module_under_test, "mount_items", lambda entries, vendor_tmp, systemd: list(entries))
+    monkeypatch.setattr(module_under_test, "report_line", lambda info, systemd: info["name"])
+    brd = {"module": {"state": "absent", "action": "unload"},
+           "mounts": [{"path": "/srv/ram0", "src": "/dev/ram0", "state": "absent", "persist": {"backing": "/b0"}},
+                      {"path": "/srv/ram1", "src": "/dev/ram1", "state": "absent", "persist": None}]}
+    result = _module_result(capsys, {"host": "web1", "_ansible_check_mode": check, "brd": brd,
+                                     "zram_known": {"old": "zram5"},
+                                     "zram_devices": [_zram_fs("old", "absent", "/b1"), _zram_fs("new", "present", "/b2")]})
+    assert "failed" not in result, result
+    assert calls == [("mounts", [("/srv/old", "/dev/zram5"), ("/srv/ram0", "/dev/ram0")]),
+                     ("zram", ["old", "new"]), ("brd", ["/srv/ram1"]), ("mounts", [("/srv/new", "/dev/zram3")])]
+    assert [entry["path"] for entry in result["mounts"]] == ["/srv/old", "/srv/ram0", "/srv/new"]
