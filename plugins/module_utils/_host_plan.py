@@ -43,7 +43,7 @@ ROLE_VARIABLES = (
     "ramdisk_mounts", "ramdisk_merge_policies", "ramdisk_state", "ramdisk_ram_budget", "ramdisk_zram_assumed_ratio",
     "ramdisk_zram_swap_devices", "ramdisk_mount_defaults", "ramdisk_build_owner", "ramdisk_build_group",
     "ramdisk_database_owner", "ramdisk_database_group", "ramdisk_tmp_gate", "ramdisk_purposes",
-    "ramdisk_scan_timeout", "ramdisk_metrics", "ramdisk_metrics_dir", "ramdisk_metrics_interval",
+    "ramdisk_scan_timeout", "ramdisk_metrics", "ramdisk_metrics_dir", "ramdisk_metrics_interval", "ramdisk_recover",
 )
 POLICY_PREFIX = "ramdisk_mounts__"
 # Keys a purpose or ramdisk_mount_defaults may set: those of an entry, less the path.
