@@ -200,6 +200,9 @@ class Run:
         self.rows = []
         self.errors = []
         self.sync_times = []
+        # Sync cuts that came after the sync had ended: each one aims earlier in the next sync (a loaded host sees
+        # the console's line of a sync's start late; in make test's two lanes, 3 of 3 came too late once).
+        self.sync_misses = 0
         self.order = []
         self.fixture_seen = []
         # The journal files journald set aside as unclean (*.journal~) at the boot after the migrate's cut while
@@ -360,7 +363,7 @@ class Run:
             console.wait(lambda e: e[0] == "START" and is_sync(e[1]), INTERVAL * 3, "sync", start)
             # Within the shortest sync seen so far, so that the cut comes while this one is under way.
             shortest = min(self.sync_times + self.syncs_done(boot) or [1.0])
-            time.sleep(self.random.uniform(0.0, 0.8 * shortest))
+            time.sleep(self.random.uniform(0.0, 0.8 * shortest) / 2 ** self.sync_misses)
         elif moment == "idle":
             console.wait(lambda e: e[0] == "STOPPED" and is_sync(e[1]), INTERVAL * 3, "end of a sync", start)
             time.sleep(self.random.uniform(1.0, INTERVAL - 4.0))
@@ -501,7 +504,7 @@ class Run:
         # 2. The power cuts.
         moments = [MOMENTS[n % len(MOMENTS)] for n in range(self.cuts)]
         in_sync = 0
-        retries = 2
+        retries = 4
         for number, moment in enumerate(moments, 1):
             what = self.cut(moment)
             in_sync += what == "sync"
@@ -511,6 +514,7 @@ class Run:
                 # The aim missed: the console's line of the sync's start reached this host late (a loaded host), and
                 # the sync had ended. The boot is checked as after any cut, and another sync cut follows.
                 retries -= 1
+                self.sync_misses += 1
                 moments.insert(number, "sync")
                 say("the sync cut came after the sync had ended (its start seen late here): one more sync cut follows")
             following = moments[number] if number < len(moments) else None
