@@ -7,7 +7,6 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ramdisk.provision.plugins.module_utils._brd_plan import plan_brd
-from ansible_collections.ramdisk.provision.plugins.module_utils._mount_steps import items as _mount_items
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import review_persist
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan import plan_ramfs, plan_tmpfs
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import plan_summary
@@ -53,16 +52,6 @@ def persist_review(mounts, states=None, host="localhost"):
     return review_persist(mounts, states or {}, host=str(host))
 
 
-def mount_items(plan, vendor_tmp=False, systemd=True, paths=None):
-    if not isinstance(plan, (list, tuple)):
-        raise AnsibleFilterError("mount_items: the input must be a list of planned mounts, not %s"
-                                 % type(plan).__name__)
-    if paths is not None and not isinstance(paths, dict):
-        raise AnsibleFilterError("mount_items: paths must be ansible_facts['ramdisk']['paths'], not %s"
-                                 % type(paths).__name__)
-    return _mount_items(plan, bool(vendor_tmp), bool(systemd), paths)
-
-
 def mount_plan_summary(plan):
     if not isinstance(plan, dict):
         raise AnsibleFilterError("mount_plan_summary: the input must be the result of tmpfs_plan, not %s"
@@ -78,6 +67,5 @@ class FilterModule(object):
             "zram_plan": zram_plan,
             "brd_plan": brd_plan,
             "mount_plan_summary": mount_plan_summary,
-            "mount_items": mount_items,
             "persist_review": persist_review,
         }

@@ -3,12 +3,11 @@
 """Whether ramdisk_apply would change anything, asked by the plan, so that a run with nothing to do skips the
 backend roles and their module runs.
 
-A tmpfs or ramfs mount without persist gets its `todo` from the plan's own reading (_mount_steps.todo). What the
-plan does not read (a persisted mount's units, helper, timer and backing; a zram device's sysfs, boot script and
-units) is asked of the executor itself: the same build() ramdisk_apply runs, in check mode, which reads the host
-and changes nothing. One decision, one place: the plan reports what the executor would do, it does not decide it
-again. Whatever the dry run cannot answer (a step it refuses, a read that fails) counts as work to do, so that
-ramdisk_apply runs and says why.
+Every tmpfs and ramfs mount and every zram device gets its `todo` from the executor itself: the same build()
+ramdisk_apply runs, in check mode, which reads the host (mount table, fstab, root, records, unit files, a persisted
+mount's helper, timer and backing; a zram device's sysfs, boot script and units) and changes nothing. One decision,
+one place: the plan reports what the executor would do, it does not decide it again. Whatever the dry run cannot
+answer (a step it refuses, a read that fails) counts as work to do, so that ramdisk_apply runs and says why.
 """
 
 from __future__ import annotations
@@ -42,17 +41,31 @@ def _refusal(host, run):
     return None
 
 
+def _mark_mounts(entries, ex, journal, vendor_tmp):
+    """`todo` on each tmpfs and ramfs entry: whether the executor would take any step for it. All in one dry run,
+    as ramdisk_apply builds them (one entry's steps may depend on another's, e.g. persist's helper); where that
+    fails, one at a time, and what fails still counts as work."""
+    try:
+        done = apply(mount_items(entries, vendor_tmp, ex.systemd), ex, journal, "plan")
+    except (ApplyError, StepError, OSError, KeyError, ValueError):
+        done = None
+    if done is not None and len(done) == len(entries):
+        for entry, result in zip(entries, done):
+            entry["todo"] = bool(result["changed"])
+        return
+    for entry in entries:
+        entry["todo"] = _changed(lambda entry=entry: apply(mount_items([entry], vendor_tmp, ex.systemd), ex,
+                                                           journal, "plan"))
+
+
 def mark_todo(plan, ex, zram_settings, vendor_tmp):
-    """Set `todo` on PLAN's persisted tmpfs and ramfs mounts, on its zram devices (zram, zram_swap) and on its brd
-    plan (PLAN: ramdisk_plan's result; EX: an executor in check mode). A zram or brd file system whose mount is
-    persisted counts as work to do; its mount is carried out apart from its device, so its steps are built here
-    too, and what the executor refuses there is a plan error (PLAN's errors), before the first change.
+    """Set `todo` on PLAN's tmpfs and ramfs mounts, on its zram devices (zram, zram_swap) and on its brd plan (PLAN:
+    ramdisk_plan's result; EX: an executor in check mode). A zram or brd file system whose mount is persisted counts
+    as work to do; its mount is carried out apart from its device, so its steps are built here too, and what the
+    executor refuses there is a plan error (PLAN's errors), before the first change.
     Returns whether anything has work."""
     journal = Journal()  # check mode neither opens nor writes it
-    for entry in (plan.get("tmpfs") or []) + (plan.get("ramfs") or []):
-        if entry.get("persist") and entry.get("todo", True):
-            entry["todo"] = _changed(lambda entry=entry: apply(mount_items([entry], vendor_tmp, ex.systemd), ex,
-                                                               journal, "plan"))
+    _mark_mounts((plan.get("tmpfs") or []) + (plan.get("ramfs") or []), ex, journal, vendor_tmp)
     brd = plan.get("brd") or {}
     persisted = [entry["mount"] for entry in (plan.get("zram") or []) + (plan.get("zram_swap") or [])
                  if (entry.get("mount") or {}).get("persist")]

@@ -49,7 +49,7 @@ POLICY_PREFIX = "ramdisk_mounts__"
 # Keys a purpose or ramdisk_mount_defaults may set: those of an entry, less the path.
 SETTABLE_KEYS = tuple(key for key in ALL_KEYS if key != "path")
 SCAN_TIMEOUT_MAX = 3600
-# Where the mount role records each mount it made (see roles/mount/vars/main.yml).
+# Where ramdisk_apply records each mount it made.
 RECORD_DIR = _host_paths.RECORD_DIR
 
 
@@ -733,7 +733,7 @@ def _check_on_host(host, errors, warnings, facts, view, records, kept, policy, b
             "size_bytes": entry.get("ram_bytes"),
         }
     if not errors:
-        plan_steps(tmpfs["mounts"] + ramfs["mounts"], facts, view, records)
+        plan_items(tmpfs["mounts"] + ramfs["mounts"], view)
     return {
         "errors": errors,
         "warnings": warnings,
@@ -749,25 +749,10 @@ def _check_on_host(host, errors, warnings, facts, view, records, kept, policy, b
     }
 
 
-def plan_steps(mounts, facts, view, records):
-    """Give each tmpfs and ramfs entry the names, texts and steps the mount role loops over (_mount_steps)."""
+def plan_items(mounts, view):
+    """Give each tmpfs and ramfs entry the names and texts ramdisk_apply carries out (_mount_steps.item); its `todo`
+    comes from the executor's dry run (_dry_run.mark_todo)."""
     systemd = view.systemd()
     vendor_tmp = view.vendor_tmp_mount()
-    fstab = view.read(_host_paths.FSTAB)
-    paths = facts.get("paths") or {}
     for entry in mounts:
-        entry.update(_mount_steps.item(dict(entry, steps=None), vendor_tmp, systemd))
-        found = paths.get(entry["path"]) or paths.get(entry.get("path_given") or entry["path"]) or {}
-        names = entry["files"]
-        host = {
-            "fstab": fstab,
-            "root": found if found.get("exists") else None,
-            "uid": view.user(entry["owner"]) if entry.get("owner") is not None else None,
-            "gid": view.group(entry["group"]) if entry.get("group") is not None else None,
-            "record": records.get(entry["path"]),
-            "files": dict((name, view.read(name)) for name in (names["seed"], names["tmpfiles"], _mount_steps.DROPIN)),
-            "links": [name for name in (names["seed_link"],) if view.exists(name)],
-            "systemd": systemd,
-        }
-        entry["steps"] = _mount_steps.steps(entry, host)
-        entry["todo"] = _mount_steps.todo(entry)
+        entry.update(_mount_steps.item(entry, vendor_tmp, systemd))

@@ -1,17 +1,11 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What the mount role still has to do for each planned mount, so that its tasks loop over only that.
+"""Each planned tmpfs or ramfs mount as ramdisk_apply carries it out (item()): its token, the names of its files
+and units, and the texts of the files it writes (the boot-time copy unit, the tmpfiles line, the tmp.mount
+drop-in), rendered here once; and what a run says afterwards (notes()).
 
-The mount role carries out a plan with a few looped tasks (ansible.posix.mount, file, copy, template,
-systemd_service). Each item says which of them it needs in `steps`; ramdisk_plan decides that on the host
-by comparing what is there (the fstab line, the root's mode and owner, the record, the unit files) with what
-the entry asks for, so a run with nothing to change runs none of them. Without that knowledge (an entry a
-zram or brd preflight planned) every step is on: each module is idempotent on its own.
-
-The files the role writes (the boot-time copy unit, the tmpfiles line, the tmp.mount drop-in) are rendered
-here, once: the role's templates put the ansible_managed header above the text, and the host-side check
-compares the text under that header. No Ansible module writes a systemd unit from fields or compares an
-fstab line without changing it, hence this.
+Whether a mount has anything to do (`todo`) is not decided here: ramdisk_plan asks the executor, in check mode
+(_dry_run). No Ansible module writes a systemd unit from fields, hence these texts.
 """
 
 from __future__ import annotations
@@ -20,7 +14,6 @@ import hashlib
 import os
 import re
 
-from ansible_collections.ramdisk.provision.plugins.module_utils import _fstab
 from ansible_collections.ramdisk.provision.plugins.module_utils import _host_paths
 
 DROPIN = _host_paths.TMP_DROPIN
@@ -144,22 +137,6 @@ def dropin(options):
             "[Mount]\nWhat=tmpfs\nType=tmpfs\nOptions=%s\n" % ",".join(options))
 
 
-def default_steps(item, systemd, exists):
-    """Steps for an entry nobody looked at on the host: every one that can apply to it (EXISTS: the path)."""
-    return {
-        "mkdir": not exists,
-        "fstab": not item["use_dropin"],
-        "dropin": item["use_dropin"],
-        "seed": bool(item["seeded"] and systemd),
-        "enable": bool(item["seeded"] and systemd),
-        # A mount that goes takes its boot-time copy unit with it (unseed_items.yml looks for one first).
-        "unseed": not item["seeded"] or item.get("state") == "absent",
-        "root": True,
-        "record": True,
-        "tmpfiles": bool(item["texts"]["tmpfiles"] and systemd),
-    }
-
-
 def seeded(entry):
     """Whether a mount is filled from the directory under it on disk each time it is mounted anew (at boot by its
     copy unit; without systemd, by the next run): migrate without persist, which restores its own copy, and not
@@ -167,12 +144,11 @@ def seeded(entry):
     return bool(entry.get("migrate") and not entry.get("persist") and entry["path"] != "/tmp")
 
 
-def item(entry, vendor_tmp, systemd, paths=None):
-    """ENTRY with the names and texts the role's tasks use; its `steps` stay as decided, or all that apply.
-
-    PATHS: ramdisk_facts' paths, for whether a mount point exists when nobody decided the steps.
-    """
+def item(entry, vendor_tmp, systemd):
+    """ENTRY with the names and texts ramdisk_apply uses. An entry the plan gave no `todo` (a backend's own plan,
+    the deprecated mount role's) counts as work: ramdisk_apply finds out for itself."""
     out = dict(entry)
+    out.pop("steps", None)  # what versions before 1.1.0 planned for the mount role's loops
     out["token"] = entry.get("token") or token(entry["path"])
     if "use_dropin" not in entry:
         out["use_dropin"] = bool(entry["path"] == "/tmp" and entry.get("fstype") == "tmpfs" and vendor_tmp and systemd)
@@ -191,22 +167,12 @@ def item(entry, vendor_tmp, systemd, paths=None):
     }
     if not out.get("record"):
         out["record"] = {"path": entry["path"], "fstype": entry.get("fstype"), "created_dir": False, "root_kept": {}}
-    if not isinstance(out.get("steps"), dict):
-        found = (paths or {}).get(entry["path"]) or (paths or {}).get(entry.get("path_given") or entry["path"]) or {}
-        out["steps"] = default_steps(out, systemd, bool(found.get("exists")))
-    out["todo"] = todo(out)
+    out.setdefault("todo", True)
     return out
 
 
-def todo(item):
-    """Whether the mount role has anything to do for ITEM: skipped as a whole when no item has."""
-    # A persisted mount always: ramdisk_apply checks its units and timer run, which the plan does not read.
-    return bool(item.get("action") in ("mount", "migrate", "remount", "unmount") or item.get("persist")
-                or any(item["steps"].values()))
-
-
-def items(plan, vendor_tmp, systemd, paths=None):
-    return [item(entry, vendor_tmp, systemd, paths) for entry in plan or []]
+def items(plan, vendor_tmp, systemd):
+    return [item(entry, vendor_tmp, systemd) for entry in plan or []]
 
 
 def _empty(path):
@@ -251,16 +217,6 @@ def written(content, text):
     return all(not line.strip() or line.startswith("#") for line in head.split("\n"))
 
 
-def fstab_lines(text, path):
-    """The fields of each /etc/fstab line for PATH (comments and blank lines aside), unescaped (\\040 is a space)."""
-    return [[line["entry"][field] for field in _fstab.FIELDS] for line in _fstab.lines_for(text or "", path)]
-
-
-def fstab_same(text, entry):
-    """One line for the path, with these fields and dump and pass 0."""
-    return _fstab.same(text or "", entry["src"], entry["path"], entry["fstype"], ",".join(entry["options"]))
-
-
 def root_same(root, entry, uid, gid):
     """Whether the live root (ROOT: mode, uid, gid as read) already has the entry's mode and owner."""
     if not root or root.get("mode") is None:
@@ -272,39 +228,3 @@ def root_same(root, entry, uid, gid):
     if entry.get("group") is not None and gid != root.get("gid"):
         return False
     return True
-
-
-def steps(entry, host):
-    """The steps ENTRY (an item()) still needs, from HOST: what was read there.
-
-    HOST: fstab (text), root (mode, uid, gid of the path, None when missing), uid, gid (the entry's owner and
-    group as numbers), record (the current record, or None), files (path -> content or None), links (paths
-    that exist among the item's link paths), systemd.
-    """
-    files = host.get("files") or {}
-    texts = entry["texts"]
-    names = entry["files"]
-    systemd = host.get("systemd")
-    unit_there = files.get(names["seed"]) is not None
-    if entry["state"] == "absent":
-        return {
-            "dropin": entry["use_dropin"] and files.get(DROPIN) is not None,
-            "fstab": not entry["use_dropin"] and bool(fstab_lines(host.get("fstab"), entry["path"])),
-            "unseed": unit_there,
-            "tmpfiles": files.get(names["tmpfiles"]) is not None,
-            "record": host.get("record") is not None,
-        }
-    new = entry.get("action") in ("mount", "migrate")
-    seed_written = written(files.get(names["seed"]), texts["seed"])
-    return {
-        "mkdir": host.get("root") is None,
-        "fstab": not entry["use_dropin"] and not fstab_same(host.get("fstab"), entry),
-        "dropin": entry["use_dropin"] and not written(files.get(DROPIN), texts["dropin"]),
-        "seed": bool(entry["seeded"] and systemd and not seed_written),
-        "enable": bool(entry["seeded"] and systemd and not (seed_written and names["seed_link"] in (host.get("links") or ()))),
-        "unseed": not entry["seeded"] and unit_there,
-        "root": new or not root_same(host.get("root"), entry, host.get("uid"), host.get("gid")),
-        "record": host.get("record") != entry["record"],
-        "tmpfiles": bool(texts["tmpfiles"] and systemd
-                         and not written(files.get(names["tmpfiles"]), texts["tmpfiles"])),
-    }

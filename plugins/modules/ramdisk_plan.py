@@ -202,9 +202,10 @@ ramfs:
 todo:
   description:
     - Whether any backend has anything to do; false on a run that would change nothing, so the roles skip the
-      backends. Each tmpfs, ramfs and zram entry has its own C(todo). For persisted mounts and zram devices it comes
-      from M(ramdisk.provision.ramdisk_apply)'s own steps, built in check mode; what that cannot answer counts as to
-      do, so that ramdisk_apply runs and says why.
+      backends. Each tmpfs, ramfs and zram entry has its own C(todo), and so has RV(brd). It comes from
+      M(ramdisk.provision.ramdisk_apply)'s own steps, built in check mode on what the host holds (mounts, fstab,
+      roots, records, units, a persisted mount's backing and timer, a zram device's sysfs); what that cannot answer
+      counts as to do, so that ramdisk_apply runs and says why.
   returned: when errors is empty
   type: bool
   sample: false

@@ -20,12 +20,6 @@ DEFINED_IN = os.path.join("plugins", "module_utils", "_host_paths.py")
 DOC_NAMES = {"DOCUMENTATION", "EXAMPLES", "RETURN"}
 DESCRIPTION_KEYS = {"description", "short_description"}
 
-# The deprecated mount role's own copies: they go with the role in 2.0.0.
-KNOWN_COPIES = {
-    ("roles/mount/vars/main.yml", "/usr/lib/systemd/system/tmp.mount"),
-    ("roles/mount/vars/main.yml", "/lib/systemd/system/tmp.mount"),
-}
-
 
 def _values():
     """Each path _host_paths defines at module level (a string, or a string of a tuple), with its name."""
@@ -129,19 +123,13 @@ def _files():
 
 def test_each_host_path_is_written_once():
     found = []
-    seen_known = set()
     for relative, path in _files():
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
         for value, name in sorted(copies(relative, text)):
-            if (relative, value) in KNOWN_COPIES:
-                seen_known.add((relative, value))
-                continue
             found.append("%s: %s (_host_paths.%s)" % (relative, value, name))
     assert not found, "host paths copied outside _host_paths.py; import them or read __ramdisk_plan.host_paths:\n" + \
         "\n".join(found)
-    # A known copy that went: take it off the list, so that it cannot come back unnoticed.
-    assert seen_known == KNOWN_COPIES, sorted(KNOWN_COPIES - seen_known)
 
 
 def test_the_check_sees_copies_in_code_and_not_in_text_for_people():

@@ -14,7 +14,7 @@ FACTS = {"memory": {"total_bytes": 8 * 1024 ** 3}, "support": {"tmpfs_noswap": F
 
 def test_filter_names():
     assert set(PlanFilters().filters()) == {"tmpfs_plan", "ramfs_plan", "zram_plan", "brd_plan", "mount_plan_summary",
-                                            "mount_items", "persist_review"}
+                                            "persist_review"}
     assert set(SizeFilters().filters()) == {"to_bytes", "human_size"}
     assert set(BenchFilters().filters()) == {"bench_visits"}
 

@@ -13,6 +13,7 @@ import os
 
 import pytest
 
+from ansible_collections.ramdisk.provision.plugins.module_utils import _dry_run
 from ansible_collections.ramdisk.provision.plugins.module_utils import _executor as ex_mod
 from ansible_collections.ramdisk.provision.plugins.module_utils import _mount_txn
 from ansible_collections.ramdisk.provision.plugins.module_utils import _steps as steps_mod
@@ -544,3 +545,78 @@ def test_after_a_reboot_a_live_mounts_first_copy_made_is_its_point_of_no_return(
     assert report[0]["way"] == way
     assert os.path.exists(paths.record_file("t")) == (way == "forward")
     assert ("systemctl disable p.service" in ex.calls) == (way == "back")
+
+
+# The plan's `todo` (_dry_run.mark_todo): the executor's own steps, built in check mode on what the host holds. A
+# mount one run carried out has none on the next; each thing changed by hand since turns on the step that puts it back.
+
+def _check_executor():
+    return ex_mod.Executor(lambda argv: (0, "", ""), True, "web1", check=True)
+
+
+def _todo(*entries):
+    plan = {"tmpfs": [dict(item) for item in entries if item["fstype"] == "tmpfs"],
+            "ramfs": [dict(item) for item in entries if item["fstype"] == "ramfs"]}
+    _dry_run.mark_todo(plan, _check_executor(), {}, False)
+    return dict((item["path"], item["todo"]) for item in plan["tmpfs"] + plan["ramfs"])
+
+
+def _carried_out(host, **changes):
+    """An entry at a directory that exists (under tmp_path), carried out once (its files for real)."""
+    path = str(host / "srv" / changes.pop("name", "cache"))
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, 0o755)
+    record = {"path": path, "fstype": changes.get("fstype", "tmpfs"), "created_dir": False, "root_kept": {}}
+    item = entry(path=path, path_given=path, record=record, **changes)
+    ex_mod.apply([item], Recorder(), Journal(str(host / "journal.jsonl")), "run1")
+    return dict(item, action="ok")
+
+
+@pytest.mark.parametrize("change, step", [
+    (lambda item: _rewrite(paths.FSTAB, lambda text: text.replace("size=1M,", "size=2M,")), "fstab"),
+    (lambda item: _rewrite(paths.FSTAB, lambda text: text + "tmpfs %s tmpfs size=1M 0 0\n" % item["path"]), "fstab"),
+    (lambda item: os.chmod(item["path"], 0o700), "root"),
+    (lambda item: os.unlink(item["files"]["record"]), "file"),
+    (lambda item: _rewrite(item["files"]["seed"], lambda text: "[Unit]\n", create=True), "systemctl"),
+])
+def test_a_mount_carried_out_has_nothing_to_do_until_something_changes_by_hand(host, change, step):
+    item = _carried_out(host)
+    assert ex_mod.build(item, systemd=True)[0] == [] and _todo(item) == {item["path"]: False}
+    change(item)
+    steps, _pivot = ex_mod.build(item, systemd=True)
+    assert step in [one["step"] for one in steps] and _todo(item) == {item["path"]: True}
+
+
+def test_an_fstab_line_written_with_octal_escapes_is_the_same_line(host):
+    item = _carried_out(host, name="my cache")
+    assert "my\\040cache" in open(paths.FSTAB).read()
+    assert _todo(item) == {item["path"]: False}
+
+
+def test_a_ramfs_gets_its_tmpfiles_line_back(host):
+    item = _carried_out(host, fstype="ramfs", src="ramfs", options=["mode=755", "nosuid"])
+    assert _todo(item) == {item["path"]: False}
+    os.unlink(item["files"]["tmpfiles"])
+    assert _todo(item) == {item["path"]: True}
+
+
+def test_a_mount_that_goes_has_work_only_for_what_is_left(host):
+    item = _carried_out(host)
+    gone = dict(item, state="absent", action="absent")
+    assert _todo(gone) == {item["path"]: True}
+    for name in (item["files"]["record"],):
+        os.unlink(name)
+    _rewrite(paths.FSTAB, lambda text: text.replace("tmpfs %s tmpfs size=1M,mode=755,nosuid 0 0\n" % item["path"], ""))
+    assert _todo(gone) == {item["path"]: False}
+
+
+def test_what_the_dry_run_cannot_build_counts_as_work_and_the_rest_is_decided(host):
+    settled = _carried_out(host)
+    refused = dict(_carried_out(host, name="other"), owner="no-such-user-here")
+    assert _todo(settled, refused) == {settled["path"]: False, refused["path"]: True}
+
+
+def _rewrite(name, change, create=False):
+    text = open(name).read() if not create else ""
+    with open(name, "w") as handle:
+        handle.write(change(text))

@@ -22,13 +22,6 @@ def _vars(role):
         return yaml.safe_load(handle)
 
 
-def test_the_mount_role_names_the_same_paths():
-    names = _vars("mount")
-    assert tuple(names["__mount_vendor_tmp_units"]) == paths.VENDOR_TMP_UNITS
-    # Modules unpack under /run while the role mounts over /tmp: root's own, and refused as a mount point.
-    assert names["__mount_module_tmp"] == "/run"
-
-
 def test_the_ramdisk_role_reads_only_the_host_paths_the_plan_returns():
     """The ramdisk role's tasks and templates name host paths as __ramdisk_plan.host_paths.KEY (_host_paths.for_roles)."""
     used = set()

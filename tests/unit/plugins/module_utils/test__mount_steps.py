@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""_mount_steps: what the mount role still has to do for each planned mount, from what the host shows."""
+"""_mount_steps: each planned mount as ramdisk_apply carries it out (names, texts), and what a run says after.
+
+Whether a mount has anything to do is the executor's dry run (test__executor.py, the tests of mark_todo)."""
 
 from __future__ import annotations
 
@@ -26,87 +28,9 @@ def entry(**over):
     return out
 
 
-def settled(item):
-    """What the host shows once the role has carried ITEM out: a second run has nothing to do."""
-    files = {}
-    if item["texts"]["seed"]:
-        files[item["files"]["seed"]] = HEADER + item["texts"]["seed"]
-    if item["texts"]["tmpfiles"]:
-        files[item["files"]["tmpfiles"]] = HEADER + item["texts"]["tmpfiles"]
-    if item["texts"]["dropin"]:
-        files[ms.DROPIN] = HEADER + item["texts"]["dropin"]
-    return {
-        "fstab": "# comment\nUUID=x / ext4 defaults 0 1\n%s %s %s %s 0 0\n" % (
-            item["src"], item["path"], item["fstype"], ",".join(item["options"])),
-        "root": {"exists": True, "mode": "0755", "uid": 0, "gid": 0},
-        "uid": 0, "gid": 0,
-        "record": dict(item["record"]),
-        "files": files,
-        "links": [item["files"]["seed_link"]],
-        "systemd": True,
-    }
-
-
 def test_token_is_the_planners_rule():
     for path in ("/srv/cache", "/srv/a-b", "/srv/a/b", "/var/lib/pg data"):
         assert ms.token(path) == mount_token(path)
-
-
-def test_a_settled_mount_needs_nothing():
-    item = ms.item(entry(), vendor_tmp=False, systemd=True)
-    steps = ms.steps(item, settled(item))
-    assert not any(steps.values()), steps
-
-
-def test_a_new_mount_needs_every_step_that_applies():
-    item = ms.item(entry(action="mount"), vendor_tmp=False, systemd=True)
-    host = {"fstab": "", "root": None, "uid": 0, "gid": 0, "record": None, "files": {}, "links": [],
-            "systemd": True}
-    steps = ms.steps(item, host)
-    assert steps == {"mkdir": True, "fstab": True, "dropin": False, "seed": True, "enable": True,
-                     "unseed": False, "root": True, "record": True, "tmpfiles": False}
-
-
-def test_each_difference_turns_on_its_own_step():
-    item = ms.item(entry(), vendor_tmp=False, systemd=True)
-    cases = {
-        "fstab": lambda h: h.update(fstab=h["fstab"].replace("size=16M", "size=32M")),
-        "root": lambda h: h["root"].update(mode="0700"),
-        "record": lambda h: h.update(record=None),
-        "seed": lambda h: h["files"].update({item["files"]["seed"]: HEADER + "[Unit]\n"}),
-        "enable": lambda h: h.update(links=[]),
-    }
-    for name, change in cases.items():
-        host = settled(item)
-        change(host)
-        on = set(key for key, value in ms.steps(item, host).items() if value)
-        expected = {"seed", "enable"} if name == "seed" else {name}
-        assert on == expected, (name, on)
-
-
-def test_a_second_fstab_line_for_the_path_is_rewritten():
-    item = ms.item(entry(), vendor_tmp=False, systemd=True)
-    host = settled(item)
-    host["fstab"] += "tmpfs /srv/cache tmpfs size=1M 0 0\n"
-    assert ms.steps(item, host)["fstab"]
-
-
-def test_owner_by_number_and_by_name_compare_as_numbers():
-    item = ms.item(entry(owner="postgres", group="postgres"), vendor_tmp=False, systemd=True)
-    host = settled(item)
-    host.update(uid=111, gid=115)
-    host["root"].update(uid=111, gid=115)
-    assert not ms.steps(item, host)["root"]
-    host["root"].update(gid=0)
-    assert ms.steps(item, host)["root"]
-
-
-def test_a_unit_left_from_an_earlier_migrate_goes():
-    item = ms.item(entry(migrate=False), vendor_tmp=False, systemd=True)
-    host = settled(item)
-    assert not ms.steps(item, host)["unseed"]
-    host["files"][item["files"]["seed"]] = HEADER + "old"
-    assert ms.steps(item, host)["unseed"]
 
 
 def test_written_needs_only_comments_above_the_text():
@@ -116,57 +40,18 @@ def test_written_needs_only_comments_above_the_text():
     assert not ms.written(None, "a\n")
 
 
-def test_tmp_under_the_vendor_unit_uses_the_dropin_not_fstab():
-    item = ms.item(entry(path="/tmp", migrate=False, options=["size=1G", "mode=1777"]), vendor_tmp=True,
-                   systemd=True)
-    assert item["use_dropin"] and item["texts"]["dropin"].endswith("Options=size=1G,mode=1777\n")
-    host = settled(item)
-    host["fstab"] = ""
-    steps = ms.steps(item, host)
-    assert not steps["fstab"] and not steps["dropin"]
-    host["files"][ms.DROPIN] = HEADER + "[Mount]\nOptions=size=2G\n"
-    assert ms.steps(item, host)["dropin"]
+def test_an_entry_the_plan_gave_no_todo_counts_as_work_and_keeps_its_own():
+    # A backend's own plan, or the deprecated mount role's: ramdisk_apply finds out for itself.
+    assert ms.item(entry(), vendor_tmp=False, systemd=True)["todo"] is True
+    assert ms.item(entry(todo=False), vendor_tmp=False, systemd=True)["todo"] is False
+    # The looped steps of versions before the executor are not carried along.
+    assert "steps" not in ms.item(entry(steps={"fstab": True}), vendor_tmp=False, systemd=True)
 
 
-def test_ramfs_gets_a_tmpfiles_line():
-    item = ms.item(entry(fstype="ramfs", src="ramfs", options=["nosuid", "nodev"], mode="750", owner=None),
-                   vendor_tmp=False, systemd=True)
-    assert item["texts"]["tmpfiles"].endswith("z /srv/cache 0750 - root -\n")
-    host = settled(item)
-    assert not ms.steps(item, host)["tmpfiles"]
-    del host["files"][item["files"]["tmpfiles"]]
-    assert ms.steps(item, host)["tmpfiles"]
-
-
-def test_absent_steps_follow_what_is_left():
-    item = ms.item(entry(state="absent", action="unmount"), vendor_tmp=False, systemd=True)
-    host = settled(item)
-    assert ms.steps(item, host) == {"dropin": False, "fstab": True, "unseed": True, "tmpfiles": False,
-                                    "record": True}
-    gone = {"fstab": "UUID=x / ext4 defaults 0 1\n", "root": None, "record": None, "files": {}, "links": [],
-            "systemd": True}
-    assert not any(ms.steps(item, gone).values())
-
-
-def test_an_entry_nobody_looked_at_gets_every_step_that_applies():
-    zram = entry(path="/srv/z", fstype="ext4", src="/dev/zram1", migrate=False, record=None, steps=None)
-    item = ms.item(zram, vendor_tmp=False, systemd=True, paths={"/srv/z": {"exists": True}})
-    assert item["steps"] == {"mkdir": False, "fstab": True, "dropin": False, "seed": False, "enable": False,
-                             "unseed": True, "root": True, "record": True, "tmpfiles": True}
-    assert item["record"]["path"] == "/srv/z" and item["todo"]
-
-
-def test_a_persisted_mount_is_always_handed_to_ramdisk_apply():
-    # Its units and timer are checked there, which the plan does not read; a settled mount without persist is not.
-    settled_steps = dict.fromkeys(ms.default_steps(ms.item(entry(), False, True), True, True), False)
-    assert ms.item(entry(persist={"backing": "/var/lib/x"}, steps=settled_steps), False, True)["todo"]
-    assert not ms.item(entry(steps=settled_steps), False, True)["todo"]
-
-
-def test_a_zram_mount_that_goes_looks_for_its_boot_time_copy_unit():
-    gone = entry(path="/srv/z", fstype="ext4", src="/dev/zram1", state="absent", action="unmount", record=None,
-                 steps=None)
-    assert ms.item(gone, vendor_tmp=False, systemd=True)["steps"]["unseed"]
+def test_tmp_under_the_vendor_unit_takes_the_dropin():
+    item = ms.item(entry(path="/tmp", migrate=False), vendor_tmp=True, systemd=True)
+    assert item["use_dropin"] and item["texts"]["dropin"].endswith("Options=size=16M,mode=0755,nosuid,nodev\n")
+    assert not ms.item(entry(path="/tmp", migrate=False), vendor_tmp=True, systemd=False)["use_dropin"]
 
 
 ODD = "/srv/it's a \"b\" 100% $HOME\\x #c \u00e9"
@@ -207,14 +92,6 @@ def test_an_odd_path_is_quoted_in_the_seed_unit_and_the_tmpfiles_line():
     assert 'ExecStart=/usr/bin/chown "www$$:root" "/srv/it\'s a \\"b\\" 100%% $$HOME\\\\x #c \u00e9"\n' in text
     line = ms.tmpfiles_line(entry(path=ODD, fstype="ramfs")).splitlines()[1]
     assert line == 'z "/srv/it\'s a \\"b\\" 100%% $HOME\\\\\\\\x #c \u00e9" 0755 root root -'
-
-
-def test_fstab_lines_are_read_unescaped():
-    item = ms.item(entry(path="/srv/my cache"), vendor_tmp=False, systemd=True)
-    host = settled(item)
-    host["fstab"] = "tmpfs /srv/my\\040cache tmpfs %s 0 0\n" % ",".join(item["options"])
-    assert not ms.steps(item, host)["fstab"]
-    assert ms.fstab_lines(host["fstab"], "/srv/my cache")[0][1] == "/srv/my cache"
 
 
 @pytest.mark.skipif(not shutil.which("systemd-tmpfiles"), reason="needs systemd-tmpfiles")
