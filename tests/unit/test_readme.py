@@ -50,8 +50,8 @@ def _anchors(text):
 
 
 def _pages():
-    return ["README.md"] + sorted(os.path.relpath(path, REPO) for path in glob.glob(os.path.join(REPO, "docs", "**", "*.md"),
-                                                                                   recursive=True))
+    found = glob.glob(os.path.join(REPO, "docs", "**", "*.md"), recursive=True)
+    return ["README.md"] + sorted(os.path.relpath(path, REPO) for path in found)
 
 
 def test_the_readme_is_short_and_starts_with_what_a_user_needs():
