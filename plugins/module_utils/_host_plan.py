@@ -42,7 +42,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._zram_plan impor
 ROLE_VARIABLES = (
     "ramdisk_mounts", "ramdisk_merge_policies", "ramdisk_state", "ramdisk_ram_budget", "ramdisk_zram_assumed_ratio",
     "ramdisk_zram_swap_devices", "ramdisk_mount_defaults", "ramdisk_build_owner", "ramdisk_build_group",
-    "ramdisk_database_owner", "ramdisk_database_group", "ramdisk_tmp_gate", "ramdisk_purposes",
+    "ramdisk_database_owner", "ramdisk_database_group", "ramdisk_tmp_gate", "ramdisk_tmp_gate_action", "ramdisk_purposes",
     "ramdisk_scan_timeout", "ramdisk_metrics", "ramdisk_metrics_dir", "ramdisk_metrics_interval", "ramdisk_recover",
 )
 POLICY_PREFIX = "ramdisk_mounts__"
@@ -494,7 +494,8 @@ def plan_host(request, facts, view, host="localhost"):
                          defaults=defaults if isinstance(defaults, dict) else {}, state=state,
                          budget=request.get("budget", "80%"), zram_ratio=request.get("zram_ratio", 2.0),
                          swap_devices=swap_devices or [], swap_known=swap_known,
-                         swap_defaults=request.get("swap_defaults") or {}, roots=kept)
+                         swap_defaults=request.get("swap_defaults") or {}, roots=kept,
+                         gate_action=request.get("tmp_gate_action", "fail"))
     errors.extend(policy["errors"])
     warnings.extend(policy["warnings"])
     backends = policy["backends"]
@@ -737,7 +738,8 @@ def _check_on_host(host, errors, warnings, facts, view, records, kept, policy, b
     return {
         "errors": errors,
         "warnings": warnings,
-        "policy": {"entries": policy["entries"], "budget": policy["budget"], "gates": policy["gates"]},
+        "policy": {"entries": policy["entries"], "budget": policy["budget"], "gates": policy["gates"],
+                   "skipped": policy.get("skipped") or []},
         "tmpfs": tmpfs["mounts"],
         "ramfs": ramfs["mounts"],
         "zram": zram["devices"],

@@ -101,6 +101,8 @@ METRICS = {
     "ramdisk_tmp_gate_fits_half_ram": ("gauge", "1 when the tmp-purpose path's usage fits in half of RAM."),
     "ramdisk_tmp_gate_fits_free_memory": ("gauge", "1 when the tmp-purpose path's usage fits in available memory plus free swap."),
     "ramdisk_tmp_gate_recommended": ("gauge", "1 when the /tmp gate would let the path go to RAM now."),
+    "ramdisk_tmp_gate_skipped": ("gauge", "1 when the last run left the tmp-purpose path on disk because it did not fit "
+                                          "(ramdisk_tmp_gate_action: skip), else 0."),
     "ramdisk_path_peak_used_bytes": ("gauge", "Most bytes seen in use at the policy path since the peak record began."),
     "ramdisk_path_peak_timestamp_seconds": ("gauge", "When the peak of the policy path was seen (Unix time)."),
     "ramdisk_peak_record_start_timestamp_seconds": ("gauge", "When the peak record began (Unix time)."),
@@ -252,6 +254,9 @@ def samples(snapshot):
     add("ramdisk_ram_storage_used_bytes", {}, ram_storage_used(snapshot))
     for gate in snapshot.get("gates", []):
         labels = {"path": gate["path"]}
+        add("ramdisk_tmp_gate_skipped", labels, 1 if gate.get("skipped") else 0)
+        if "recommended" not in gate:
+            continue  # skipped, and its usage not scanned this time
         add("ramdisk_tmp_gate_fits_half_ram", labels, 1 if gate["fits_half_ram"] else 0)
         add("ramdisk_tmp_gate_fits_free_memory", labels, 1 if gate["fits_free_memory"] else 0)
         add("ramdisk_tmp_gate_recommended", labels, 1 if gate["recommended"] else 0)
@@ -372,9 +377,13 @@ def table(snapshot):
     lines.append("RAM storage uses %s now; the last run planned up to %s of a budget of %s." % (
         human(ram_storage_used(snapshot)), human(host.get("budget_planned_bytes")), human(host.get("budget_limit_bytes"))))
     for gate in snapshot.get("gates", []):
-        lines.append("/tmp gate for %s: %s (fits in half of RAM: %s; in available memory and swap: %s)." % (
+        if "recommended" not in gate:
+            lines.append("/tmp gate for %s: skipped by the last run, so it is on disk." % gate["path"])
+            continue
+        lines.append("/tmp gate for %s: %s (fits in half of RAM: %s; in available memory and swap: %s)%s." % (
             gate["path"], "passes" if gate["recommended"] else "FAILS", "yes" if gate["fits_half_ram"] else "no",
-            "yes" if gate["fits_free_memory"] else "no"))
+            "yes" if gate["fits_free_memory"] else "no",
+            "; skipped by the last run, so it is on disk" if gate.get("skipped") else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -570,6 +579,14 @@ def collect(config, state=None, scan=True):
         snapshot["peaks"] = update_peaks(state, usages, now)
     else:
         snapshot["peaks"] = state if isinstance(state, dict) else {}
+    for path in config.get("gate_skipped") or []:
+        # Left on disk by the last run (ramdisk_tmp_gate_action: skip): whether it would fit now, from its usage.
+        usage = usages.get(path)
+        verdict = {}
+        if usage is not None:
+            verdict = gate_verdict(usage, meminfo.get("MemTotal", 0), meminfo.get("MemAvailable", 0),
+                                   meminfo.get("SwapFree", 0), False)
+        snapshot["gates"].append(dict(verdict, path=path, skipped=True))
     snapshot["zram"] = _zram_devices(config.get("zram_conf_dir") or paths.ZRAM_RECORD_DIR, top, swaps)
     snapshot["persist"] = _persisted(config.get("persist_conf_dir") or paths.PERSIST_CONF_DIR,
                                      config.get("persist_status_dir") or paths.PERSIST_STATUS_DIR)

@@ -39,6 +39,8 @@ BACKENDS = ("tmpfs", "ramfs", "zram", "brd")
 PURPOSES = ("tmp", "build", "cache", "database", "log", "custom")
 STATES = ("mounted", "absent")
 GATES = ("enforce", "warn", "off")
+# What an enforced gate that refuses a tmp-purpose entry does to the host (ramdisk_tmp_gate_action).
+GATE_ACTIONS = ("fail", "skip")
 COMMON_KEYS = (
     "path", "backend", "purpose", "state", "size", "mode", "owner", "group", "nosuid", "nodev", "noexec",
     "noatime", "options", "migrate", "persist",
@@ -107,7 +109,8 @@ def _parse_budget(budget, mem_total):
 
 
 def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, state="present",
-                budget="80%", zram_ratio=2.0, swap_devices=None, swap_known=None, swap_defaults=None, roots=None):
+                budget="80%", zram_ratio=2.0, swap_devices=None, swap_known=None, swap_defaults=None, roots=None,
+                gate_action="fail"):
     """Merge and check a host's policy.
 
     SOURCES: [(variable name, list of entries)], see policy_sources(). PURPOSES: purpose -> defaults
@@ -116,8 +119,10 @@ def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, 
     the policy (site.yml); their swap devices count in the budget. SWAP_KNOWN: entry name -> the zramN it
     got on an earlier run. SWAP_DEFAULTS: zram_device_defaults, under each of them. ROOTS: path -> mode, owner
     and group that a mount's root keeps from the directory it goes over (over DEFAULTS, under the purpose and
-    the entry).
-    Returns entries, errors, warnings, gates, budget and the backend requests.
+    the entry). GATE_ACTION (ramdisk_tmp_gate_action): what a tmp-purpose entry whose enforced gate refuses it
+    does to the host: fail (the host's whole request is refused) or skip (that entry is left out, its directory
+    stays on disk as it is, the rest of the policy goes ahead; named in skipped and in a warning).
+    Returns entries, skipped, errors, warnings, gates, budget and the backend requests.
     """
     errors = []
     warnings = []
@@ -125,8 +130,14 @@ def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, 
     purposes = dict(purposes or {})
     defaults = dict(defaults or {})
     mem_total = (facts.get("memory") or {}).get("total_bytes")
-    result = {"entries": [], "errors": errors, "warnings": warnings, "gates": [], "budget": None,
+    result = {"entries": [], "skipped": [], "errors": errors, "warnings": warnings, "gates": [], "budget": None,
               "backends": {"tmpfs_mounts": [], "ramfs_mounts": [], "zram_devices": [], "brd": None}}
+
+    if gate_action not in GATE_ACTIONS:
+        errors.append("Host %s: ramdisk_tmp_gate_action is %s: not a gate action. Use fail (a /tmp that does not fit "
+                      "refuses the host's whole request) or skip (that /tmp stays on disk, the rest goes ahead)."
+                      % (host, show(gate_action)))
+        return result
 
     if state not in ("present", "absent"):
         errors.append("Host %s: ramdisk_state is %s: not a known state. Use present, or absent to remove every "
@@ -180,7 +191,11 @@ def plan_policy(sources, facts, host="localhost", purposes=None, defaults=None, 
                           "%s: %s" % (entry["label"], format_size(entry["size_bytes"]))
                           for entry in normalized if entry["backend"] == "brd" and entry["size_bytes"])))
 
-    result["gates"] = _gates(normalized, facts, host, errors, warnings)
+    result["gates"], result["skipped"] = _gates(normalized, facts, host, errors, warnings, gate_action)
+    if result["skipped"]:
+        left_out = set(item["label"] for item in result["skipped"])
+        normalized = [entry for entry in normalized if entry["label"] not in left_out]
+        result["entries"] = normalized
     result["budget"] = ram_budget(normalized, facts, limit, ratio, budget,
                                   swap=_swap_to_count(swap_devices, swap_known, facts, mem_total, swap_defaults))
     # Advice that is accepted when followed: the room the budget leaves beside everything else it counts (the
@@ -370,13 +385,15 @@ def _backing_view(entry):
             "persist": {"backing": backing} if backing else None}
 
 
-def _gates(entries, facts, host, errors, warnings):
-    """The /tmp rule of the 502-server survey, applied to every mounted tmp-purpose entry."""
+def _gates(entries, facts, host, errors, warnings, action="fail"):
+    """The /tmp rule of the 502-server survey, applied to every mounted tmp-purpose entry. Returns the verdicts,
+    and the entries an enforced gate refused that ACTION skip leaves out ({path, label, reasons})."""
     memory = facts.get("memory") or {}
     swap = facts.get("swap") or {}
     paths = facts.get("paths") or {}
     live = set(mount.get("path") for mount in facts.get("mounts") or ())
     gates = []
+    skipped = []
     for entry in entries:
         if entry["purpose"] != "tmp" or entry["state"] != "mounted" or entry.get("gate", "enforce") == "off":
             continue
@@ -391,14 +408,21 @@ def _gates(entries, facts, host, errors, warnings):
         if verdict["recommended"]:
             continue
         words = " ".join(verdict["reasons"])
-        if verdict["gate"] == "enforce":
+        if verdict["gate"] == "enforce" and action == "skip":
+            verdict["skipped"] = True
+            skipped.append({"path": entry["path"], "label": entry["label"], "reasons": verdict["reasons"]})
+            warnings.append("Host %s: %s would put '%s' in RAM, but it does not fit, so it is skipped "
+                            "(ramdisk_tmp_gate_action: skip): '%s' stays as it is and the rest of the policy goes "
+                            "ahead. %s Free some of it or add memory, then run again."
+                            % (host, entry["label"], entry["path"], entry["path"], words))
+        elif verdict["gate"] == "enforce":
             errors.append("Host %s: %s puts '%s' in RAM, but it does not fit: %s Free some of it, add memory, or set "
                           "%s.gate to warn or off to go ahead anyway." % (host, entry["label"], entry["path"], words,
                                                                           entry["label"]))
         else:
             warnings.append("Host %s: %s puts '%s' in RAM although it may not fit (gate: warn): %s"
                             % (host, entry["label"], entry["path"], words))
-    return gates
+    return gates, skipped
 
 
 def _is_system_mount(path):

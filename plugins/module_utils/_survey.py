@@ -223,6 +223,8 @@ def what_if(plan):
     brd = plan.get("brd") or {}
     for mount in brd.get("mounts") or []:
         lines.append("brd %s: %s" % (mount.get("path"), mount.get("action", brd.get("action", "present"))))
+    for skipped in (plan.get("policy") or {}).get("skipped") or []:
+        lines.append("%s: skipped, stays as it is (the /tmp gate, ramdisk_tmp_gate_action: skip)" % skipped.get("path"))
     budget = (plan.get("policy") or {}).get("budget") or {}
     if budget.get("limit_bytes"):
         lines.append("RAM budget: %s of %s allowed (%s)" % (format_size(budget.get("total_bytes") or 0),

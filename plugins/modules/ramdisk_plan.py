@@ -74,6 +74,16 @@ options:
     description: C(zram_allow_algorithm_fallback).
     type: bool
     default: false
+  tmp_gate_action:
+    description:
+      - >-
+        What a tmp-purpose entry whose enforced gate refuses it (its data does not fit in RAM) does to the host.
+        C(fail) refuses the host's whole request; C(skip) leaves that entry out (its directory stays as it is, on
+        disk), plans the rest of the policy and names it in RV(policy.skipped) and in a warning. The ramdisk role's
+        C(ramdisk_tmp_gate_action).
+    type: str
+    default: fail
+    version_added: 1.1.0
   zram_persistence:
     description:
       - The zram role's C(zram_persistence). With C(generator), zram-generator must be installed, the host must run
@@ -177,11 +187,14 @@ plan_warnings:
   elements: str
   sample: ["Host web1: the variable ramdisk_mount__web looks like ramdisk_mounts__<group> but is not one, ..."]
 policy:
-  description: The merged entries, the RAM budget with everything it counts, and the /tmp gates.
+  description:
+    - The merged entries, the RAM budget with everything it counts, and the /tmp gates.
+    - C(skipped), since 1.1.0, the tmp-purpose entries that O(tmp_gate_action=skip) left out, each with its
+      C(path), C(label) and the gate's C(reasons); they are not in C(entries) and the budget does not count them.
   returned: always
   type: dict
   sample: {"entries": [], "budget": {"limit": "80%", "limit_bytes": 13743895347, "total_bytes": 0,
-           "within": true, "counted": []}, "gates": []}
+           "within": true, "counted": []}, "gates": [], "skipped": []}
 tmpfs:
   description: The tmpfs mounts, each with its action (mount, migrate, remount, ok, unmount, absent-ok), options
     (with uid= and gid=), the record the mount role keeps of it, and what was mounted on top of its path when the
@@ -599,6 +612,7 @@ def main():
             swap_devices=dict(type="raw"),
             swap_defaults=dict(type="raw"),
             swap_allow_fallback=dict(type="bool", default=False),
+            tmp_gate_action=dict(type="str", default="fail"),
             scan_timeout=dict(type="raw", default=10),
             variables=dict(type="list", elements="str", default=[]),
             backend_requests=dict(type="dict"),
@@ -650,7 +664,7 @@ def _main(module):
     request = dict((key, params[key]) for key in ("sources", "purposes", "purpose_overrides", "state", "budget",
                                                   "zram_ratio", "swap_devices", "swap_defaults",
                                                   "swap_allow_fallback", "variables", "backend_requests",
-                                                  "zram_persistence"))
+                                                  "zram_persistence", "tmp_gate_action"))
     request["defaults"] = params["defaults"] if params["defaults"] is not None else {}
     request["scan_timeout"] = scan_timeout
     result = plan_host(request, facts, HostView(module, params["trial"]), host=params["host"])

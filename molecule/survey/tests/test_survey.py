@@ -187,3 +187,19 @@ def test_the_survey_changed_nothing_on_the_host(host):
     assert not host.file("/srv/greedy").exists
     assert not host.file("/etc/ramdisk-provision").exists
     assert "size=" not in host.file("/etc/fstab").content_string
+
+
+def test_the_limited_hosts_tmp_was_skipped_and_the_rest_of_its_policy_applied(host, name):
+    """converge's second play: ramdisk_tmp_gate_action: skip on the host whose /tmp does not fit."""
+    if name != LIMITED:
+        pytest.skip("only the limited host gets the policy applied")
+    tmp = findmnt(host, "/tmp")
+    assert tmp is None or tmp["fstype"] != "tmpfs", tmp
+    assert host.file("/tmp/survey-large.bin").exists
+    cache = findmnt(host, "/srv/skip-cache")
+    assert cache is not None and cache["fstype"] == "tmpfs" and "noexec" in cache["options"], cache
+    prom = host.file("/var/lib/prometheus/node-exporter/ramdisk.prom").content_string.splitlines()
+    assert 'ramdisk_tmp_gate_skipped{path="/tmp"} 1' in prom
+    assert 'ramdisk_tmp_gate_recommended{path="/tmp"} 0' in prom
+    status = host.run("/usr/local/sbin/ramdisk-status")
+    assert status.rc == 0 and "/tmp gate for /tmp: FAILS" in status.stdout and "skipped by the last run" in status.stdout

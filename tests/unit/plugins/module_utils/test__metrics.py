@@ -341,3 +341,26 @@ def test_promtool_rules_tests_pass():
     run = subprocess.run(["promtool", "test", "rules", "ramdisk-rules.test.yml"], capture_output=True, text=True,
                          check=False, cwd=os.path.join(REPO, "files", "prometheus"))
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_tmp_path_the_last_run_skipped_is_exported_with_whether_it_fits_now(tmp_path):
+    """ramdisk_tmp_gate_action: skip left the path on disk: the collector says so, with the gate's verdict from
+    the usage it scans there, and says only that when it did not scan."""
+    skipped = tmp_path / "tmp"
+    skipped.mkdir()
+    (skipped / "big").write_bytes(b"x" * 65536)
+    config = {"state_file": str(tmp_path / "peak.json"), "zram_conf_dir": str(tmp_path / "none"),
+              "persist_conf_dir": str(tmp_path / "none"), "persist_status_dir": str(tmp_path / "none"),
+              "mounts": [], "policy_paths": [{"path": str(skipped), "purpose": "tmp"}], "gate_skipped": [str(skipped)]}
+    scanned = m.collect(config, {}, scan=True)
+    (gate,) = scanned["gates"]
+    assert gate["skipped"] and gate["path"] == str(skipped) and gate["recommended"] is True
+    lines = m.render(m.samples(scanned)).splitlines()
+    assert 'ramdisk_tmp_gate_skipped{path="%s"} 1' % skipped in lines
+    assert 'ramdisk_tmp_gate_recommended{path="%s"} 1' % skipped in lines
+    assert "/tmp gate for %s: passes" % skipped in m.table(scanned)
+    quick = m.collect(config, {}, scan=False)
+    lines = m.render(m.samples(quick)).splitlines()
+    assert 'ramdisk_tmp_gate_skipped{path="%s"} 1' % skipped in lines
+    assert not [line for line in lines if line.startswith("ramdisk_tmp_gate_recommended")]
+    assert "/tmp gate for %s: skipped by the last run, so it is on disk." % skipped in m.table(quick)

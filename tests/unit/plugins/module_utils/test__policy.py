@@ -261,6 +261,33 @@ def test_tmp_gate_enforce_refuses_what_does_not_fit_and_warn_only_warns():
     assert off["errors"] == [] and off["gates"] == []
 
 
+def test_tmp_gate_action_skip_leaves_that_path_out_and_plans_the_rest():
+    """A fleet rollout: on a host where the tmp-purpose path does not fit, skip leaves it as it is (not planned,
+    not counted in the budget) and the rest of the host's policy goes ahead, named in skipped and a warning."""
+    entries = [{"path": "/var/tmp", "purpose": "tmp", "size": "50%"}, {"path": "/var/cache/build", "size": "1G"}]
+    failed = plan(entries)
+    assert len(failed["errors"]) == 1 and "does not fit" in failed["errors"][0]
+    skipped = plan(entries, gate_action="skip")
+    assert skipped["errors"] == []
+    assert [entry["path"] for entry in skipped["entries"]] == ["/var/cache/build"]
+    assert [item["path"] for item in skipped["backends"]["tmpfs_mounts"]] == ["/var/cache/build"]
+    assert skipped["skipped"] == [{"path": "/var/tmp", "label": "ramdisk_mounts[0]",
+                                   "reasons": skipped["gates"][0]["reasons"]}]
+    assert skipped["gates"][0]["skipped"] is True and skipped["gates"][0]["recommended"] is False
+    assert [item["what"] for item in skipped["budget"]["counted"] if "/var/tmp" in item["what"]] == []
+    (warning,) = skipped["warnings"]
+    assert warning.startswith("Host %s: ramdisk_mounts[0] would put '/var/tmp' in RAM, but it does not fit, so it "
+                              "is skipped (ramdisk_tmp_gate_action: skip)" % HOST)
+    # What fits is planned as ever; warn and off never skip.
+    assert plan([{"path": "/tmp", "purpose": "tmp", "size": "50%"}], gate_action="skip")["skipped"] == []
+    assert plan([dict(entries[0], gate="warn")], gate_action="skip")["entries"][0]["path"] == "/var/tmp"
+
+
+def test_tmp_gate_action_is_fail_or_skip():
+    error = one_error(plan([{"path": "/tmp", "purpose": "tmp", "size": "50%"}], gate_action="ignore"))
+    assert "ramdisk_tmp_gate_action is 'ignore': not a gate action. Use fail" in error
+
+
 def test_tmp_gate_passes_what_fits():
     result = plan([{"path": "/tmp", "purpose": "tmp", "size": "50%"}])
     assert result["errors"] == []

@@ -159,6 +159,14 @@ def test_what_if_carries_the_plans_warnings():
     assert found["warnings"] == ["Host h: the variable ramdisk_mount__web looks like a policy."]
 
 
+def test_what_if_names_a_tmp_the_gate_action_skips():
+    plan = {"errors": [], "tmpfs": [], "ramfs": [], "zram": [], "zram_swap": [], "brd": {},
+            "policy": {"skipped": [{"path": "/tmp", "label": "ramdisk_mounts__all[0]", "reasons": []}]}}
+    found = _survey.what_if(plan)
+    assert found["refused"] is False
+    assert found["lines"] == ["/tmp: skipped, stays as it is (the /tmp gate, ramdisk_tmp_gate_action: skip)"]
+
+
 def test_the_peak_record_is_judged_by_the_same_rule():
     # 8 GiB of RAM: half is 4 GiB. /tmp holds 1 GiB now; its peak record says 5 GiB (over half, but within
     # 6 GiB available plus 2 GiB of free swap). A host without a record is not counted in the peak verdicts.
