@@ -133,7 +133,7 @@ def _raw_entries(sources, swap_devices):
     if isinstance(swap_devices, (list, tuple)):
         for index, item in enumerate(swap_devices):
             if isinstance(item, dict):
-                out.append(("zram_devices[%d]" % index, item))
+                out.append((_label("zram_devices", index, item), item))
     return out
 
 
@@ -464,13 +464,47 @@ def _policy_sources(sources):
     return out
 
 
+def merge_zram_sources(sources, host):
+    """zram_devices and every zram_devices__<group> (SOURCES: [{name, value}] in the order the roles give them) as
+    one list, each device labelled NAME[index]: a host in several groups gets every group's devices, as
+    ramdisk_mounts__<group> merges mounts. A device named twice the same way counts once; twice differently is an
+    error naming both. Returns (devices, errors)."""
+    devices, errors, by_name = [], [], {}
+    for name, value in _policy_sources(sources):
+        if value is None:
+            continue
+        if not isinstance(value, (list, tuple)):
+            errors.append("Host %s: %s is %s: not a list. Give a list of zram devices, e.g. [{name: swap, use: swap, "
+                          "size: 25%%}]." % (host, name, show(value)))
+            continue
+        for index, item in enumerate(value):
+            where = "%s[%d]" % (name, index)
+            key = item.get("name") if isinstance(item, dict) else None
+            if isinstance(key, str) and key in by_name:
+                first_where, first = by_name[key]
+                if first == item:
+                    continue
+                differ = sorted(k for k in set(first) | set(item) if first.get(k) != item.get(k))
+                errors.append("Host %s: %s and %s both set zram device '%s', differently (%s). Set each device in one "
+                              "variable only, or give it the same settings in both."
+                              % (host, first_where, where, key, ", ".join("%s: %s against %s" % (
+                                  k, show(item.get(k)), show(first.get(k))) for k in differ)))
+                continue
+            if isinstance(key, str):
+                by_name[key] = (where, item)
+            devices.append(dict(item, label=where) if isinstance(item, dict) and not item.get("label") else item)
+    return devices, errors
+
+
 def plan_host(request, facts, view, host="localhost"):
     """The whole decision for one host. REQUEST keys: sources, purposes, purpose_overrides, defaults, state,
     budget, zram_ratio, swap_devices, swap_defaults, swap_allow_fallback, scan_timeout, variables,
     zram_persistence. Returns errors, warnings, policy (entries, budget, gates) and the backend plans."""
     if request.get("backend_requests") is not None:
-        return _plan_backends(request, facts, view, host)
-    errors = []
+        result = _plan_backends(request, facts, view, host)
+        result["errors"][:0] = list(request.get("source_errors") or [])
+        return result
+    errors = list(request.get("source_errors") or [])
     warnings = list(lookalike_warnings(request.get("variables"), host))
     sources = _policy_sources(request.get("sources"))
     state = request.get("state", "present")

@@ -74,6 +74,19 @@ options:
     description: C(zram_allow_algorithm_fallback).
     type: bool
     default: false
+  zram_sources:
+    description:
+      - >-
+        C(zram_devices) and every C(zram_devices__<group>) variable of the host, each as C({name, value}), in the
+        order given (the roles give C(zram_devices) first, then the others by name). They are merged into one list,
+        each device labelled by its variable and index, as O(sources) merges mounts: a device named twice the same
+        way counts once, twice differently is an error naming both.
+      - >-
+        When given, the merged list is O(backend_requests)' C(zram_devices) (the zram role), or O(swap_devices) when
+        there is no O(backend_requests) (the ramdisk role).
+    type: list
+    elements: raw
+    version_added: 1.1.0
   tmp_gate_action:
     description:
       - >-
@@ -294,7 +307,8 @@ from ansible_collections.ramdisk.provision.plugins.module_utils._journal import 
 from ansible_collections.ramdisk.provision.plugins.module_utils._lock import HostLock, LockHeld
 from ansible_collections.ramdisk.provision.plugins.module_utils._mount_identity import identity
 from ansible_collections.ramdisk.provision.plugins.module_utils._persist import read_state
-from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import RECORD_DIR, file_kind, plan_host
+from ansible_collections.ramdisk.provision.plugins.module_utils._host_plan import (
+    RECORD_DIR, file_kind, merge_zram_sources, plan_host)
 from ansible_collections.ramdisk.provision.plugins.module_utils._plan_core import normalize_path, path_text_problem
 from ansible_collections.ramdisk.provision.plugins.module_utils._procfs import mem_available, parse_mountinfo
 from ansible_collections.ramdisk.provision.plugins.module_utils._steps import StepError
@@ -612,6 +626,7 @@ def main():
             swap_devices=dict(type="raw"),
             swap_defaults=dict(type="raw"),
             swap_allow_fallback=dict(type="bool", default=False),
+            zram_sources=dict(type="list", elements="raw"),
             tmp_gate_action=dict(type="str", default="fail"),
             scan_timeout=dict(type="raw", default=10),
             variables=dict(type="list", elements="str", default=[]),
@@ -651,6 +666,13 @@ def _main(module):
         except ValueError:
             pass
     usable_timeout = scan_timeout if isinstance(scan_timeout, (int, float)) and 0 <= scan_timeout <= 3600 else 10
+    source_errors = []
+    if params["zram_sources"] is not None:
+        merged, source_errors = merge_zram_sources(params["zram_sources"], params["host"])
+        if params["backend_requests"] is not None:
+            params["backend_requests"] = dict(params["backend_requests"], zram_devices=merged)
+        else:
+            params["swap_devices"] = merged
     try:
         # One reading of the mount table for the facts the plan decides from and for what it says it saw on each
         # path (seen): read twice, a mount that another run moved in between was seen but not planned for.
@@ -666,6 +688,7 @@ def _main(module):
                                                   "swap_allow_fallback", "variables", "backend_requests",
                                                   "zram_persistence", "tmp_gate_action"))
     request["defaults"] = params["defaults"] if params["defaults"] is not None else {}
+    request["source_errors"] = source_errors
     request["scan_timeout"] = scan_timeout
     result = plan_host(request, facts, HostView(module, params["trial"]), host=params["host"])
     # What each planned path had on top when the plan was made: ramdisk_apply refuses to act on a path that

@@ -20,6 +20,7 @@ from ansible_collections.ramdisk.provision.plugins.module_utils import _host_pla
 DOC = os.path.join(REPO_ROOT, "docs", "recipes.md")
 ROLES = ("ramdisk", "zram", "tmpfs")
 POLICY_PREFIX = "ramdisk_mounts__"
+ZRAM_PREFIX = "zram_devices__"
 FILE_LINE = re.compile(r"^# (group_vars/[A-Za-z0-9_.-]+\.yml)$")
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -108,6 +109,8 @@ def test_the_page_has_five_recipes_each_with_its_files():
 def _spec_of(variable):
     if variable.startswith(POLICY_PREFIX) and len(variable) > len(POLICY_PREFIX):
         return SPECS["ramdisk"]["ramdisk_mounts"]
+    if variable.startswith(ZRAM_PREFIX) and len(variable) > len(ZRAM_PREFIX):
+        return SPECS["zram"]["zram_devices"]
     for role in ROLES:
         if variable in SPECS[role]:
             return SPECS[role][variable]
@@ -146,8 +149,8 @@ def test_every_variable_and_key_is_one_the_roles_accept(title, blocks):
         for variable, value in data.items():
             spec = _spec_of(variable)
             if spec is None:
-                errors.append("%s: %s is not a variable of the %s roles, nor %s<group>"
-                              % (name, variable, ", ".join(ROLES), POLICY_PREFIX))
+                errors.append("%s: %s is not a variable of the %s roles, nor %s<group> or %s<group>"
+                              % (name, variable, ", ".join(ROLES), POLICY_PREFIX, ZRAM_PREFIX))
                 continue
             errors.extend("%s: %s" % (name, error) for error in _key_errors(variable, value, spec))
     assert not errors, "\n".join(errors)
@@ -180,12 +183,19 @@ def _request(variables):
         sources += [{"name": name, "value": values[name]} for name in sorted(values)
                     if name.startswith(POLICY_PREFIX) and len(name) > len(POLICY_PREFIX)]
     present = values["ramdisk_state"] == "present"
+    swap_devices, source_errors = values["ramdisk_zram_swap_devices"], []
+    if present and swap_devices is None:
+        # zram_devices and every zram_devices__<group>, merged on the host (ramdisk_plan's zram_sources).
+        zram_sources = [{"name": "zram_devices", "value": values.get("zram_devices") or []}]
+        zram_sources += [{"name": name, "value": values[name]} for name in sorted(values)
+                         if name.startswith(ZRAM_PREFIX)]
+        swap_devices, source_errors = hp.merge_zram_sources(zram_sources, "recipe-host")
     return {
         "sources": sources, "purposes": values["__ramdisk_builtin_purposes"],
         "purpose_overrides": values["ramdisk_purposes"], "defaults": values["ramdisk_mount_defaults"],
         "state": values["ramdisk_state"], "budget": values["ramdisk_ram_budget"],
         "zram_ratio": values["ramdisk_zram_assumed_ratio"],
-        "swap_devices": values["ramdisk_zram_swap_devices"] if present else [],
+        "swap_devices": swap_devices if present else [], "source_errors": source_errors,
         "swap_defaults": values.get("zram_device_defaults", {}),
         "swap_allow_fallback": values.get("zram_allow_algorithm_fallback", False),
         "zram_persistence": values.get("zram_persistence", "units"), "scan_timeout": values["ramdisk_scan_timeout"],

@@ -722,6 +722,33 @@ def test_the_zram_role_on_its_own_is_planned_on_the_host():
     assert result["zram_known"] == {} and result["tmpfs"] == [] and result["brd"] == {}
 
 
+def test_zram_devices_of_every_group_are_merged_and_a_device_named_twice_differently_is_refused():
+    """A host in two groups gets both groups' zram_devices__<group> (before, one list won, silently)."""
+    swap = {"name": "swap", "use": "swap", "size": "1G"}
+    build = {"name": "build", "use": "filesystem", "size": "64M", "path": "/srv/build"}
+    sources = [{"name": "zram_devices", "value": []}, {"name": "zram_devices__builders", "value": [build]},
+               {"name": "zram_devices__all", "value": [swap]}, {"name": "zram_devices__web", "value": [swap]}]
+    merged, errors = hp.merge_zram_sources(sources, "h1")
+    assert errors == []
+    assert [(device["name"], device["label"]) for device in merged] == [
+        ("build", "zram_devices__builders[0]"), ("swap", "zram_devices__all[0]")]
+    result = door({"zram_devices": merged})
+    assert result["errors"] == [] and [device["label"] for device in result["zram"]] == [
+        "zram_devices__builders[0]", "zram_devices__all[0]"]
+    # The policy's route (the ramdisk role) takes them as its swap devices, labels kept.
+    swaps = plan([], swap_devices=[device for device in merged if device["use"] == "swap"])
+    assert swaps["errors"] == [] and [device["label"] for device in swaps["zram_swap"]] == ["zram_devices__all[0]"]
+    _merged, errors = hp.merge_zram_sources(sources + [{"name": "zram_devices__db", "value": [dict(swap, size="2G")]},
+                                                       {"name": "zram_devices__x", "value": "swap"}], "h1")
+    assert errors == [
+        "Host h1: zram_devices__all[0] and zram_devices__db[0] both set zram device 'swap', differently (size: '2G' "
+        "against '1G'). Set each device in one variable only, or give it the same settings in both.",
+        "Host h1: zram_devices__x is 'swap': not a list. Give a list of zram devices, e.g. [{name: swap, use: swap, "
+        "size: 25%}]."]
+    refused = door({"zram_devices": []}, source_errors=errors)
+    assert refused["errors"][:2] == errors
+
+
 def test_the_zram_door_refuses_what_the_zram_preflight_refused_with_host_variable_value_and_fix():
     """Every refusal the zram role's YAML preflight gave, now given by the host's plan (the same sentences)."""
     host = facts()
