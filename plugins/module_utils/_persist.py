@@ -310,9 +310,9 @@ def unit_texts(entry):
     else:
         priority = ("# A background copy: the services that use the data come first (best-effort, so it is never "
                     "starved).\nNice=10\nIOSchedulingClass=best-effort\nIOSchedulingPriority=7\n")
-    values = {"priority": priority, "path": path, "backing": backing, "interval": interval, "token": token, "helper": helper,
-              "before": before, "required": required, "persist": names["persist"], "sync": names["sync"],
-              "timer": names["timer"]}
+    values = {"priority": priority, "path": path, "path_condition": path.replace("%", "%%"), "backing": backing,
+              "interval": interval, "token": token, "helper": helper, "before": before, "required": required,
+              "persist": names["persist"], "sync": names["sync"], "timer": names["timer"]}
     texts = {
         "persist": (
             "# Keeps the RAM mount at %(path)s in %(backing)s on disk. Starting restores an\n"
@@ -321,6 +321,9 @@ def unit_texts(entry):
             "[Unit]\n"
             "Description=Keep the RAM mount %(path)s in %(backing)s\n"
             "RequiresMountsFor=%(path)s %(backing)s\n"
+            "# Nothing mounted there at boot (a run cut short before the path's fstab line was written, or after it\n"
+            "# was removed): skipped, not failed, so the services it comes before start on the directory on disk.\n"
+            "ConditionPathIsMountPoint=%(path_condition)s\n"
             "Wants=%(timer)s\n"
             "%(before)s"
             "\n[Service]\n"

@@ -103,15 +103,6 @@ class PersistError(Exception):
         self.code = code
 
 
-class NotSetUp(PersistError):
-    """The path is not a mount point and nothing mounts it at boot: a run was cut short between enabling the unit
-    and setting up the mount. A restore has nothing to fill and ends well, so that the services the unit comes
-    before start on the directory on disk; a sync refuses (code 3), as it refuses any path that is not the mount."""
-
-    def __init__(self, message):
-        PersistError.__init__(self, message, 3)
-
-
 class Stopped(BaseException):
     """A TERM or INT: the sync ends as failed, its services started again, its partial copy removed."""
 
@@ -424,20 +415,8 @@ class Persist(object):
         fcntl.flock(fd, fcntl.LOCK_EX)
         self.lock_file = fd
 
-    def mount_set_up(self):
-        """Whether the boot is set up to mount MOUNT: systemd knows a .mount unit for it (an fstab line's, made by
-        its generator, a drop-in's or a vendor's). Only systemd's 'not-found' says no; where systemctl cannot
-        answer, the answer is yes (the restore then refuses, as it always did)."""
-        rc, out, _err = run(["systemctl", "show", "-p", "LoadState", "--value", "--", self.mount])
-        return not (rc == 0 and out.strip() == "not-found")
-
     def check_places(self):
         if not is_mount_point(self.mount):
-            if not self.mount_set_up():
-                raise NotSetUp("%s is not a mount point, and nothing mounts it at boot (no fstab line, no mount unit):"
-                               " the run that adds it was cut short before its mount was set up, so the directory "
-                               "on disk holds the data and is left as it is; the next run finishes or undoes that "
-                               "change" % self.mount)
             raise PersistError("%s is not a mount point: refusing to touch the directory under it" % self.mount)
         if os.path.islink(self.backing):
             raise PersistError("the backing directory %s is a symbolic link: refusing to follow it" % self.backing)
@@ -863,8 +842,6 @@ def main(argv=None):
             except PersistError as exc:
                 helper.say(str(exc))
                 code = exc.code
-                if isinstance(exc, NotSetUp):
-                    helper.reason = str(exc)
             except (OSError, ValueError) as exc:
                 helper.say("the sync failed: %s" % exc)
                 code = 1
@@ -882,10 +859,7 @@ def main(argv=None):
                 return 1 if helper.services_left_down else 0
             return 0
         if command == "restore":
-            try:
-                helper.restore()
-            except NotSetUp as exc:
-                helper.say(str(exc))
+            helper.restore()
         elif command == "restore-back":
             helper.restore(back)
         elif command == "return":

@@ -27,6 +27,9 @@ a boot and the next run. Kinds:
   `docker kill` and `docker start` of the container (its mounts, /run and every process gone; systemd boots
   again: fstab's lines mounted, the persist units' restore run), then a new boot id bound over
   /proc/sys/kernel/random/boot_id inside, and the next run.
+  Right after the boot, a persist unit with nothing mounted at its path must not have failed (skipped by its
+  ConditionPathIsMountPoint=, so the services it comes before start; before, a cut between the unit's enable and
+  the path's first fstab line failed them until the next run).
   The data of record: the fixture (migrate-persist, adopt; on disk before the run) or, for live and remove, the
   data changed in RAM once the killed run journaled a step that wrote RAM to disk (its first sync, the writeback,
   the persist unit's stop), and before that the older copy on disk (RAM is lost in a cut: that is what persist
@@ -219,6 +222,20 @@ def classify(digests, fixture, changed):
     return "OTHER:%d" % (len(digests) - 1)
 
 
+def boot_unit_problems(path, mount_token):
+    """Right after the boot: a persist unit with nothing mounted at its path must not have failed (it is skipped,
+    ConditionPathIsMountPoint=), or the services it comes before were kept down until the next run. Where the
+    path is mounted, failing is right when the backing has no copy yet (the live kind before its first copy)."""
+    if tx.mounts_at(path):
+        return []
+    unit = unit_names(mount_token)["persist"]
+    state = ps.systemctl_show(unit, "ActiveState").get("ActiveState")
+    if state == "failed":
+        return ["after the boot %s failed with nothing mounted at %s: the services it comes before did not start"
+                % (unit, path)]
+    return []
+
+
 def phase_after(spec):
     """After the cut and the boot: where the data is, then the next run and the end state."""
     kind = spec["kind"]
@@ -226,7 +243,7 @@ def phase_after(spec):
         phase = json.load(handle)
     fixture, changed, saved = phase["fixture"], phase["changed"], phase["saved"]
     runner = ps.Runner(ps.WORK, spec["purposes"], spec["defaults"])
-    problems = []
+    problems = boot_unit_problems(ps.DATA, ps.TOKEN)
     mounted = tx.mounts_at(ps.DATA)
     in_mount = tree_digest(ps.DATA)[0] if mounted else None
     disk = ps.disk_now(ps.WORK)
@@ -501,7 +518,7 @@ def log_after(spec):
     with open(PHASE_FILE, encoding="utf-8") as handle:
         fixture = json.load(handle)["fixture"]
     runner = ps.Runner(ps.WORK, spec["purposes"], spec["defaults"])
-    problems = []
+    problems = boot_unit_problems(LOG, LOG_TOKEN)
     mounted = tx.mounts_at(LOG)
     with log_on_disk() as disk_root:
         disk = log_fixed(disk_root)

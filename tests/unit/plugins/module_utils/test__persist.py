@@ -200,6 +200,14 @@ def test_a_journal_mounts_unit_is_restored_before_journald_moves_in_and_synced_a
     assert "DefaultDependencies=no" not in other and "Conflicts=shutdown.target" not in other
 
 
+def test_the_persist_unit_is_skipped_not_failed_when_nothing_is_mounted_at_its_path():
+    """A boot between the unit's enable and the path's first fstab line (or a removal's line gone before its
+    unit) must not fail the unit and the services it comes before: the directory on disk holds the data."""
+    lines = unit_texts(journal_entry(path="/srv/data 100%", token="srv-data-1"))["persist"].splitlines()
+    assert "ConditionPathIsMountPoint=/srv/data 100%%" in lines
+    assert lines.index("ConditionPathIsMountPoint=/srv/data 100%%") < lines.index("[Service]")
+
+
 @pytest.mark.parametrize("stop, services, written", [
     (True, ["postgresql@15-main.service", "app.socket"], "1"), (False, ["postgresql@15-main.service"], "0"),
     (True, [], "0"), (None, ["a.service"], "0"),

@@ -678,29 +678,6 @@ def test_refuses_where_it_would_do_harm(helper, setup, words):
     assert not (helper.root / "elsewhere").exists() or os.listdir(helper.root / "elsewhere") == []
 
 
-@pytest.mark.parametrize("load_state, restored", [("not-found", True), ("loaded", False), ("masked", False)])
-def test_a_boot_before_the_mount_is_set_up_restores_nothing_and_starts_the_services(helper, load_state, restored):
-    """A run cut between enabling the unit and writing the mount's first fstab line: at boot the unit restores a
-    path that is no mount point. With no mount unit for it (systemd says not-found) the restore ends well, so the
-    services it comes before start on the directory on disk; the sync refuses. Failed before (the unit failed,
-    and its RequiredBy services with it); where a mount is set up but missing, both still fail."""
-    fill(helper.mount, {"a": "1"})
-    helper.fake(mount_point=False)
-    helper.stub("systemctl", 'echo "%s"' % load_state)
-    before = tree(helper.mount)
-    result = helper.run("restore")
-    if restored:
-        assert result.returncode == 0 and "nothing mounts it at boot" in result.stderr, result.stderr
-    else:
-        assert result.returncode == 1 and "is not a mount point" in result.stderr, result.stderr
-    sync = helper.run("sync")
-    assert sync.returncode == (3 if restored else 1) and "is not a mount point" in sync.stderr, sync.stderr
-    if restored:
-        assert "nothing mounts it at boot" in helper.status()["REASON"]
-    assert tree(helper.mount) == before and helper.entries() == []
-    assert not (helper.state / ("%s.restored" % TOKEN)).exists()
-
-
 @pytest.mark.parametrize("args, words", [(["sync", "../x"], "is not a token"), (["sync", "nope"], "is missing"),
                                          (["dump", TOKEN], "usage"), (["restore-back", "0", TOKEN], "1 or more"),
                                          (["return", TOKEN], "usage")])
