@@ -160,7 +160,9 @@ def _role_variables(variables):
     """The ramdisk role's variables for a host with VARIABLES: its defaults, the recipe's over them, and its
     vars/main.yml (the built-in purposes) rendered from both, as Ansible renders them."""
     values = dict(_load("roles", "ramdisk", "defaults", "main.yml"), **variables)
-    values.update(_load("roles", "ramdisk", "vars", "main.yml"))
+    # The role's vars, less what only Ansible renders (query and lookup): the zram sources are built below.
+    values.update((name, value) for name, value in _load("roles", "ramdisk", "vars", "main.yml").items()
+                  if name != "__ramdisk_zram_sources")
     environment = NativeEnvironment()
 
     def render(value):
