@@ -179,9 +179,11 @@ def test_the_peak_record_is_judged(survey):
             "half of RAM at its peak: debian13-survey.") in report
 
 
-def test_the_survey_changed_nothing_on_the_host(host):
+def test_the_survey_changed_nothing_on_the_host(host, name):
     # The plan's trial mounts happen in a namespace of their own and are gone: no mount of the policy, no
     # directory it names, no fstab line, no record of this collection.
+    if name == LIMITED:
+        pytest.skip("converge's second play applies a policy there (its /tmp skipped)")
     for path in ("/srv/greedy", "/var/cache/lab-web", "/var/cache/lab-locks"):
         assert findmnt(host, path) is None, path
     assert not host.file("/srv/greedy").exists
@@ -198,8 +200,6 @@ def test_the_limited_hosts_tmp_was_skipped_and_the_rest_of_its_policy_applied(ho
     assert host.file("/tmp/survey-large.bin").exists
     cache = findmnt(host, "/srv/skip-cache")
     assert cache is not None and cache["fstype"] == "tmpfs" and "noexec" in cache["options"], cache
-    prom = host.file("/var/lib/prometheus/node-exporter/ramdisk.prom").content_string.splitlines()
-    assert 'ramdisk_tmp_gate_skipped{path="/tmp"} 1' in prom
-    assert 'ramdisk_tmp_gate_recommended{path="/tmp"} 0' in prom
-    status = host.run("/usr/local/sbin/ramdisk-status")
-    assert status.rc == 0 and "/tmp gate for /tmp: FAILS" in status.stdout and "skipped by the last run" in status.stdout
+    # Nothing of the skipped /tmp was written for the boot either.
+    assert " /tmp " not in host.file("/etc/fstab").content_string
+    assert "/srv/skip-cache" in host.file("/etc/fstab").content_string
