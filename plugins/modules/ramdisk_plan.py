@@ -92,7 +92,7 @@ options:
       - >-
         What a tmp-purpose entry whose enforced gate refuses it (its data does not fit in RAM) does to the host.
         C(fail) refuses the host's whole request; C(skip) leaves that entry out (its directory stays as it is, on
-        disk), plans the rest of the policy and names it in RV(policy.skipped) and in a warning. The ramdisk role's
+        disk), plans the rest of the policy and names it in C(skipped) of RV(policy) and in a warning. The ramdisk role's
         C(ramdisk_tmp_gate_action).
     type: str
     default: fail

@@ -127,7 +127,7 @@ def _key_errors(where, value, spec):
         return errors
     items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
     for index, item in items:
-        here = where if index is None else "%s[%d]" % (where, index)
+        here = where if index is None else "%s[%s]" % (where, index)
         if not isinstance(item, dict):
             errors.append("%s is %r: not a mapping" % (here, item))
             continue
